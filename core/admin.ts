@@ -1,0 +1,85 @@
+/**
+ * The admin listener (loopback by default): /healthz, /readyz and /metrics for operators and
+ * Prometheus, and a token-protected admin API to which plugins add routes (usage, ...).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { credentialMatches } from './projects.ts'
+import { Router } from './router.ts'
+import { GatewayError, errors } from './errors.ts'
+import { normalisePath } from './router.ts'
+import { parseJson, readBody } from './http/body.ts'
+import type { AdminRoute, Table } from './table.ts'
+
+export interface AdminDeps {
+  table(): Table | undefined
+  ready(): boolean
+  metricsText(): Promise<{ contentType: string; body: string }>
+  reload(): Promise<{ ok: boolean; issues: string[] }>
+  tokenHash(): string | undefined
+  protectMetrics(): boolean
+}
+
+const routers = new WeakMap<Table, Router<AdminRoute>>()
+
+function adminRouter(table: Table): Router<AdminRoute> {
+  let router = routers.get(table)
+  if (!router) {
+    router = new Router(table.adminRoutes.map((route) => ({ methods: [route.method], path: route.path, value: route })))
+    routers.set(table, router)
+  }
+  return router
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = typeof body === 'string' ? body : JSON.stringify(body, null, 2)
+  res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8', ...headers })
+  res.end(text)
+}
+
+function authorised(req: IncomingMessage, tokenHash: string | undefined): boolean {
+  if (!tokenHash) return false
+  const header = req.headers.authorization ?? ''
+  const token = header.startsWith('Bearer ') ? header.slice(7) : ''
+  return token !== '' && credentialMatches(token, tokenHash)
+}
+
+async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://admin')
+  const path = url.pathname
+  if (req.method === 'GET' && path === '/healthz') return send(res, 200, { status: 'ok' })
+  if (req.method === 'GET' && path === '/readyz') {
+    const ready = deps.ready()
+    return send(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready' })
+  }
+  if (path === '/metrics' && (req.method === 'GET' || req.method === 'HEAD')) {
+    if (deps.protectMetrics() && !authorised(req, deps.tokenHash())) throw new GatewayError(401, 'admin_unauthorized', 'a valid admin bearer token is required')
+    const { contentType, body } = await deps.metricsText()
+    res.writeHead(200, { 'content-type': contentType })
+    return void res.end(body)
+  }
+  if (!deps.tokenHash()) throw new GatewayError(403, 'admin_disabled', 'the admin API is closed: set admin.tokenHash in gateway.yaml')
+  if (!authorised(req, deps.tokenHash())) throw new GatewayError(401, 'admin_unauthorized', 'a valid admin bearer token is required', { headers: { 'www-authenticate': 'Bearer' } })
+  if (req.method === 'POST' && path === '/admin/reload') {
+    const result = await deps.reload()
+    return send(res, result.ok ? 200 : 422, result)
+  }
+  const table = deps.table()
+  if (req.method === 'GET' && path === '/admin/config') {
+    return send(res, 200, { hash: table?.config.hash, routes: table?.routes.map((r) => r.name) ?? [] })
+  }
+  if (!table) throw errors.notFound('no config loaded')
+  const match = adminRouter(table).match(req.method ?? 'GET', normalisePath(path))
+  const raw = req.method === 'POST' ? await readBody(req, 1 << 20) : undefined
+  const result = await match.value.handler({ params: match.params, query: url.searchParams, body: raw?.length ? parseJson(raw) : undefined })
+  send(res, result.status ?? 200, result.body)
+}
+
+export function createAdminServer(deps: AdminDeps): Server {
+  return createServer((req, res) => {
+    handle(deps, req, res).catch((thrown) => {
+      const error = thrown instanceof GatewayError ? thrown : errors.internal('internal admin error')
+      if (!res.headersSent) send(res, error.status, { error: { code: error.code, message: error.message } }, error.headers)
+      else res.destroy()
+    })
+  })
+}

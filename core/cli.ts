@@ -1,0 +1,154 @@
+/**
+ * The `tollgate` command line.
+ *
+ * @example
+ * ```sh
+ * tollgate start -c gateway.yaml
+ * tollgate check -c gateway.yaml     # exits 1 and prints every error
+ * tollgate hash-key my-api-key       # the sha256:... form gateway.yaml stores
+ * ```
+ */
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { loadConfig } from './config/load.ts'
+import { formatIssue } from './config/source.ts'
+import { composeSchema } from './config/schema.ts'
+import { buildTable } from './table.ts'
+import { ConfigError, Gateway } from './gateway.ts'
+import { hashCredential } from './projects.ts'
+import { CoreMetrics } from './metrics.ts'
+import { reconcileUpstreams } from './http/upstreams.ts'
+import { createLogger } from './log.ts'
+import { builtinPlugins } from './plugin-registry.ts'
+import { usageCommand } from './usage-cli.ts'
+import { openSqliteStore } from './store/sqlite.ts'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+const HELP = `tollgate — an authenticated, credit-metered reverse proxy
+
+Usage:
+  tollgate start [-c FILE]             run the gateway (default FILE: gateway.yaml)
+  tollgate check [-c FILE]             parse, validate and dry-build the config; exit 1 on errors
+  tollgate schema                      print the composed JSON Schema of gateway.yaml
+  tollgate hash-key KEY                print the hashed form of a key or secret for gateway.yaml
+  tollgate usage [-c FILE] [--project ID] [--from ISO] [--to ISO] [--granularity hour|day]
+                                       print per-project usage as a table
+  tollgate --version | --help
+`
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8'))
+  return pkg.version
+}
+
+/** Reads `-c FILE` / `--config FILE` and other `--flag value` pairs. */
+export function parseFlags(args: string[]): { flags: Map<string, string>; rest: string[] } {
+  const flags = new Map<string, string>()
+  const rest: string[] = []
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]
+    if (arg === '-c' || arg === '--config') flags.set('config', args[++i] ?? '')
+    else if (arg.startsWith('--')) {
+      const [name, inline] = arg.slice(2).split('=', 2)
+      flags.set(name, inline ?? (args[i + 1] && !args[i + 1].startsWith('-') ? args[++i] : 'true'))
+    } else rest.push(arg)
+  }
+  return { flags, rest }
+}
+
+async function check(file: string): Promise<number> {
+  const loaded = await loadConfig(file)
+  if (!loaded.config) {
+    for (const issue of loaded.issues) console.error(formatIssue(issue))
+    return 1
+  }
+  // Dry build: plugins are instantiated against a throw-away store, nothing listens.
+  const scratch = mkdtempSync(join(tmpdir(), 'tollgate-check-'))
+  const store = openSqliteStore({ dataDir: scratch })
+  const { current } = reconcileUpstreams(new Map(), loaded.config.upstreams)
+  try {
+    const built = await buildTable(loaded.config, {
+      log: createLogger({ level: 'silent' }),
+      metrics: new CoreMetrics(),
+      store,
+      upstreams: current,
+      plugins: loaded.plugins,
+      locate: loaded.locate,
+    })
+    if (!built.table) {
+      for (const issue of built.issues) console.error(formatIssue(issue))
+      return 1
+    }
+    await Promise.allSettled(built.table.instances.map((instance) => instance.close?.()))
+    console.log(`${file}: ok (${built.table.routes.length} routes, ${loaded.plugins.size} plugins known)`)
+    return 0
+  } finally {
+    await Promise.allSettled([...current.values()].map((u) => u.pool.close()))
+    await store.close()
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
+async function start(file: string): Promise<number> {
+  let gateway: Gateway
+  try {
+    gateway = await Gateway.start({ configFile: file })
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      for (const issue of error.issues) console.error(issue)
+      return 1
+    }
+    console.error(`tollgate: ${(error as Error).message}`)
+    return 1
+  }
+  process.on('SIGHUP', () => void gateway.reload('SIGHUP'))
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGTERM', stop)
+      process.off('SIGINT', stop)
+      gateway.stop().then(resolve, resolve)
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+  })
+  return 0
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv
+  const { flags, rest } = parseFlags(args)
+  const file = flags.get('config') || 'gateway.yaml'
+  switch (command) {
+    case 'start':
+      return start(file)
+    case 'check':
+      return check(file)
+    case 'schema':
+      console.log(JSON.stringify(composeSchema([...(await builtinPlugins()).values()]), null, 2))
+      return 0
+    case 'hash-key':
+      if (!rest[0]) {
+        console.error('usage: tollgate hash-key KEY')
+        return 2
+      }
+      console.log(hashCredential(rest[0]))
+      return 0
+    case 'usage':
+      return usageCommand(file, flags)
+    case '--version':
+    case '-v':
+      console.log(version())
+      return 0
+    case undefined:
+    case '--help':
+    case '-h':
+    case 'help':
+      console.log(HELP)
+      return 0
+    default:
+      console.error(`tollgate: unknown command "${command}"\n\n${HELP}`)
+      return 2
+  }
+}

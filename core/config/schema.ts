@@ -1,0 +1,256 @@
+/**
+ * The core's JSON Schema for gateway.yaml. Plugin configs are validated separately against each
+ * plugin's own schema (so errors name the plugin); {@link composeSchema} merges both for editors.
+ */
+import type { JsonSchema, PluginDefinition } from '../plugin.ts'
+
+const listen = (port: number, what: string): JsonSchema => ({
+  type: 'object',
+  additionalProperties: false,
+  description: `Address the ${what} listener binds.`,
+  properties: {
+    host: { type: 'string', default: '127.0.0.1', description: 'Interface to bind; loopback by default.' },
+    port: { type: 'integer', minimum: 0, maximum: 65535, default: port, description: 'TCP port; 0 picks a free one.' },
+  },
+  default: { host: '127.0.0.1', port },
+})
+
+const pluginEntry: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  description: 'One plugin of a chain: its name and its config (validated against the plugin schema).',
+  properties: {
+    name: { type: 'string', description: 'Plugin name (a folder under plugins/ or a custom plugin).' },
+    config: { type: 'object', description: "The plugin's config; see `tollgate schema` for each plugin's fields." },
+    enabled: { type: 'boolean', default: true, description: 'Set false to keep the entry but skip it.' },
+  },
+}
+
+const upstream: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url'],
+  description: 'A named upstream: one keep-alive connection pool.',
+  properties: {
+    url: { type: 'string', pattern: '^https?://', description: 'Base URL; its path (if any) prefixes every forwarded path.' },
+    connections: { type: 'integer', minimum: 1, maximum: 1024, default: 64, description: 'Max sockets in the pool.' },
+    keepAliveTimeoutMs: { type: 'integer', minimum: 1, default: 4000, description: 'Idle time before a pooled socket closes.' },
+    timeouts: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Upstream timeouts; a timeout answers 504 upstream_timeout.',
+      properties: {
+        connectMs: { type: 'integer', minimum: 1, default: 5000, description: 'TCP connect timeout.' },
+        headersMs: { type: 'integer', minimum: 1, default: 30000, description: 'Time to the response headers.' },
+        bodyMs: { type: 'integer', minimum: 1, default: 30000, description: 'Max idle time between body chunks.' },
+      },
+    },
+  },
+}
+
+const route: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'path'],
+  description: 'A route: method + path pattern, a plugin chain and a target (upstream or handler plugin).',
+  properties: {
+    name: { type: 'string', pattern: '^[a-zA-Z0-9_.:-]+$', description: 'Unique name; used as the metrics label and in logs.' },
+    methods: {
+      type: 'array',
+      minItems: 1,
+      uniqueItems: true,
+      items: { enum: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },
+      default: ['GET'],
+      description: 'HTTP methods this route answers; others get 405 with Allow.',
+    },
+    path: {
+      type: 'string',
+      pattern: '^/',
+      description: 'Path pattern: static segments, `:param` segments and an optional final `*rest`.',
+    },
+    upstream: { type: 'string', description: 'Name of the upstream to forward to (exclusive with handler).' },
+    rewrite: {
+      type: 'string',
+      pattern: '^/',
+      description: 'Path sent upstream; `:param` and `*rest` are substituted. Default: the request path.',
+    },
+    handler: { ...pluginEntry, description: 'A handler plugin that answers instead of an upstream.' },
+    apiType: { type: 'string', description: 'API type for metering and metrics (e.g. PRIVNET_ZKPAAS).' },
+    errorFormat: { type: 'string', default: 'json', description: 'How errors are rendered: json, or a format a plugin provides.' },
+    maxBodyBytes: { type: 'integer', minimum: 0, description: 'Request body cap for this route; default server.limits.maxBodyBytes.' },
+    maxResponseBodyBytes: {
+      type: 'integer',
+      minimum: 1024,
+      default: 8388608,
+      description: 'Cap on an upstream body buffered for response-body plugins; past it the answer is 502.',
+    },
+    plugins: { type: 'array', items: pluginEntry, default: [], description: 'Plugins of this route, on top of the global ones.' },
+  },
+}
+
+const apiKey: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['hash'],
+  properties: {
+    label: { type: 'string', default: 'default', description: 'Human label of the key (shown in logs instead of the key).' },
+    hash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256 digest of the key: `tollgate hash-key KEY`.' },
+    disabled: { type: 'boolean', default: false, description: 'A disabled key is refused with 401.' },
+    expiresAt: { type: 'string', format: 'date-time', description: 'ISO 8601 time after which the key is refused.' },
+  },
+}
+
+const feature = (description: string): JsonSchema => ({ type: 'boolean', default: false, description })
+
+export const projectSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'keys'],
+  properties: {
+    id: { type: 'string', pattern: '^[a-zA-Z0-9_.-]{1,64}$', description: 'Stable project id; used as a metrics label.' },
+    name: { type: 'string', description: 'Display name.' },
+    plan: { type: 'string', default: 'standard', description: 'Plan; ZK-PaaS and node RPC need `enterprise`.' },
+    scopes: {
+      type: 'array',
+      uniqueItems: true,
+      items: { enum: ['zkpaas', 'rpc', 'x402', 'mirror', 'events'] },
+      default: [],
+      description: 'Services this project may call.',
+    },
+    credits: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Credit allocation per period.',
+      properties: {
+        allocation: { type: 'integer', minimum: 0, default: 0, description: 'Credits per period.' },
+        period: { enum: ['hour', 'day', 'month'], default: 'month', description: 'Billing period (UTC).' },
+      },
+    },
+    features: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Per-project ZK features.',
+      properties: {
+        proveBatch: feature('ZK Prove Batch: use of /prove-batch.'),
+        sponsoredWallet: feature('Sponsored Wallet: the `sponsored` request header is honoured.'),
+        relayToConfidentialSpace: feature('zk_relay_to_space: relay proof jobs to the confidential space; operator only.'),
+        tee: feature('TEE proving: `tee_enabled` requests go to the TEE pool.'),
+      },
+    },
+    secretHash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256 digest of the project secret.' },
+    keys: { type: 'array', items: apiKey, description: 'API keys of the project (hashed).' },
+    settings: { type: 'object', default: {}, description: 'Free-form per-project settings read by plugins.' },
+  },
+}
+
+export const coreSchema: JsonSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'tollgate gateway.yaml',
+  type: 'object',
+  additionalProperties: false,
+  required: ['version', 'routes'],
+  properties: {
+    version: { const: 1, description: 'Config format version; must be 1.' },
+    server: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'The public listener.',
+      properties: {
+        listen: listen(8080, 'public'),
+        trustProxy: { type: 'boolean', default: false, description: 'Trust an incoming x-forwarded-for for the client IP.' },
+        drainTimeoutMs: { type: 'integer', minimum: 0, default: 10000, description: 'On SIGTERM, how long in-flight requests may finish.' },
+        limits: {
+          type: 'object',
+          additionalProperties: false,
+          default: {},
+          description: 'Protection against slow or abusive clients.',
+          properties: {
+            maxBodyBytes: { type: 'integer', minimum: 0, default: 1048576, description: 'Default request body cap (413 past it).' },
+            maxHeaderBytes: { type: 'integer', minimum: 1024, default: 16384, description: 'Max size of the request headers.' },
+            headersTimeoutMs: { type: 'integer', minimum: 1, default: 10000, description: 'Time a client has to send its headers.' },
+            requestTimeoutMs: { type: 'integer', minimum: 0, default: 300000, description: 'Time a client has to send the whole request.' },
+            keepAliveTimeoutMs: { type: 'integer', minimum: 1, default: 5000, description: 'Idle keep-alive time of a client socket.' },
+            maxRequestsPerSocket: { type: 'integer', minimum: 0, default: 0, description: 'Requests per keep-alive socket (0 = unlimited).' },
+          },
+        },
+      },
+    },
+    admin: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'The admin listener: /healthz, /readyz, /metrics and the admin API.',
+      properties: {
+        listen: listen(8081, 'admin'),
+        tokenHash: {
+          type: 'string',
+          pattern: '^sha256:[0-9a-f]{64}$',
+          description: 'sha256 digest of the admin bearer token; without it the admin API is closed.',
+        },
+        protectMetrics: { type: 'boolean', default: false, description: 'Require the admin token on /metrics too.' },
+      },
+    },
+    store: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Where state lives.',
+      properties: {
+        engine: { enum: ['sqlite'], default: 'sqlite', description: 'Embedded SQLite (WAL) engine.' },
+        dataDir: { type: 'string', default: './data', description: 'Directory of the database, relative to gateway.yaml.' },
+      },
+    },
+    log: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Structured JSON logs (pino) on stdout.',
+      properties: {
+        level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', description: 'Minimum level.' },
+        access: { type: 'boolean', default: true, description: 'One access line per request.' },
+      },
+    },
+    watch: { type: 'boolean', default: true, description: 'Reload when gateway.yaml changes on disk (also on SIGHUP).' },
+    projectsFile: { type: 'string', description: 'YAML file with a `projects` list, relative to gateway.yaml.' },
+    projects: { type: 'array', items: projectSchema, default: [], description: 'Projects and their hashed credentials.' },
+    upstreams: { type: 'object', additionalProperties: upstream, default: {}, description: 'Named upstreams.' },
+    customPlugins: {
+      type: 'array',
+      default: [],
+      description: 'Plugins loaded from paths (same contract as plugins/).',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['path'],
+        properties: { path: { type: 'string', description: 'Module path, relative to gateway.yaml.' } },
+      },
+    },
+    plugins: { type: 'array', items: pluginEntry, default: [], description: 'Global plugins, run on every route.' },
+    routes: { type: 'array', items: route, description: 'The route table.' },
+  },
+}
+
+/** Core schema with each plugin's config schema bound to its name: what editors use. */
+export function composeSchema(plugins: readonly PluginDefinition[]): JsonSchema {
+  const bindings = plugins.map((plugin) => ({
+    if: { properties: { name: { const: plugin.name } }, required: ['name'] },
+    then: { properties: { config: plugin.configSchema } },
+  }))
+  const names = plugins.map((plugin) => plugin.name)
+  const entry = {
+    ...pluginEntry,
+    properties: { ...(pluginEntry.properties as object), name: { enum: names, description: 'Plugin name.' } },
+    allOf: bindings,
+  }
+  const schema = structuredClone(coreSchema) as any
+  schema.$defs = { pluginEntry: entry }
+  schema.properties.plugins.items = { $ref: '#/$defs/pluginEntry' }
+  schema.properties.routes.items.properties.plugins.items = { $ref: '#/$defs/pluginEntry' }
+  schema.properties.routes.items.properties.handler = { $ref: '#/$defs/pluginEntry' }
+  return schema
+}

@@ -1,0 +1,71 @@
+/** gateway.yaml after validation and defaults: what the builder consumes. */
+import type { UpstreamConfig } from '../http/upstreams.ts'
+import type { PluginDefinition } from '../plugin.ts'
+import type { ConfigPath } from './source.ts'
+
+export interface PluginEntry {
+  name: string
+  config: Record<string, unknown>
+  enabled: boolean
+  /** Where the entry sits in gateway.yaml, for build errors. */
+  path: ConfigPath
+  definition: PluginDefinition
+}
+
+export interface RouteConfig {
+  name: string
+  methods: string[]
+  path: string
+  upstream?: string
+  rewrite?: string
+  handler?: PluginEntry
+  apiType?: string
+  errorFormat: string
+  maxBodyBytes?: number
+  maxResponseBodyBytes: number
+  plugins: PluginEntry[]
+  configPath: ConfigPath
+}
+
+export interface ProjectConfig {
+  id: string
+  name?: string
+  plan: string
+  scopes: string[]
+  credits: { allocation: number; period: 'hour' | 'day' | 'month' }
+  features: { proveBatch: boolean; sponsoredWallet: boolean; relayToConfidentialSpace: boolean; tee: boolean }
+  secretHash?: string
+  keys: { label: string; hash: string; disabled: boolean; expiresAt?: string }[]
+  settings: Record<string, unknown>
+}
+
+export interface GatewayConfig {
+  version: 1
+  server: {
+    listen: { host: string; port: number }
+    trustProxy: boolean
+    drainTimeoutMs: number
+    limits: {
+      maxBodyBytes: number
+      maxHeaderBytes: number
+      headersTimeoutMs: number
+      requestTimeoutMs: number
+      keepAliveTimeoutMs: number
+      maxRequestsPerSocket: number
+    }
+  }
+  admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean }
+  store: { engine: 'sqlite'; dataDir: string }
+  log: { level: string; access: boolean }
+  watch: boolean
+  projects: ProjectConfig[]
+  upstreams: Record<string, UpstreamConfig>
+  plugins: PluginEntry[]
+  routes: RouteConfig[]
+  /** Absolute directory of the config file. */
+  dir: string
+  /** Absolute path of the config file. */
+  file: string
+  /** sha256 of the config text (after interpolation sources: file + projects file). */
+  hash: string
+}

@@ -1,0 +1,98 @@
+/** The per-request context shared by a route's plugins. */
+import type { IncomingHttpHeaders } from 'node:http'
+import type { ApiKeyRecord, Project } from './projects.ts'
+import type { GatewayError } from './errors.ts'
+import type { RequestContext, ResponseState } from './plugin.ts'
+
+let sequence = 0
+const prefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`
+
+export class Context implements RequestContext {
+  readonly id: string
+  readonly method: string
+  path: string
+  readonly query: URLSearchParams
+  readonly headers: IncomingHttpHeaders
+  readonly clientIp: string
+  routeName = '-'
+  params: Readonly<Record<string, string>> = {}
+  redactedPath: string
+  project?: Project
+  apiKey?: ApiKeyRecord
+  apiType?: string
+  readonly secretParams = new Set<string>()
+  readonly secretHeaders = new Set<string>(['x-api-key', 'x-api-secret'])
+  body?: { raw: Buffer; json?: unknown }
+  upstream?: string
+  upstreamPath?: string
+  upstreamQuery?: string
+  upstreamMethod?: string
+  upstreamHeaders: Record<string, string | null> = {}
+  responseHeaders: Record<string, string> = {}
+  response?: ResponseState
+  upstreamStatus?: number
+  error?: GatewayError
+  aborted = false
+  #abort?: AbortController
+  #abortListeners?: (() => void)[]
+  readonly startedAt = performance.now()
+  upstreamMs?: number
+  readonly state = new Map<string, unknown>()
+  readonly logFields: Record<string, unknown> = {}
+  /** Set when a plugin answered early: later phases up to `response` are skipped. */
+  answered = false
+
+  constructor(method: string, path: string, rawQuery: string, headers: IncomingHttpHeaders, clientIp: string, requestId?: string) {
+    this.id = requestId ?? prefix + (++sequence).toString(36)
+    this.method = method
+    this.path = path
+    this.redactedPath = path
+    this.query = new URLSearchParams(rawQuery)
+    this.headers = headers
+    this.clientIp = clientIp
+  }
+
+  /** Created on first use: most requests never need one, and each costs on the hot path. */
+  get signal(): AbortSignal {
+    this.#abort ??= new AbortController()
+    if (this.aborted) this.#abort.abort()
+    return this.#abort.signal
+  }
+
+  /** Cheap abort subscription for the core's own use; returns the unsubscribe function. */
+  onAbort(listener: () => void): () => void {
+    if (this.aborted) {
+      listener()
+      return () => {}
+    }
+    const listeners = (this.#abortListeners ??= [])
+    listeners.push(listener)
+    return () => {
+      const i = listeners.indexOf(listener)
+      if (i !== -1) listeners.splice(i, 1)
+    }
+  }
+
+  /** Marks the client as gone and tells everything waiting on it. */
+  abortClient(): void {
+    if (this.aborted) return
+    this.aborted = true
+    this.#abort?.abort()
+    for (const listener of this.#abortListeners ?? []) listener()
+  }
+
+  respond(status: number, body: unknown, headers: Record<string, string> = {}): void {
+    const isBuffer = Buffer.isBuffer(body)
+    const isText = typeof body === 'string'
+    const payload = isBuffer ? body : Buffer.from(isText ? body : JSON.stringify(body))
+    const contentType = isBuffer ? 'application/octet-stream' : isText ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8'
+    this.response = { status, headers: { 'content-type': contentType, ...lowerKeys(headers) }, body: payload }
+    this.answered = true
+  }
+}
+
+function lowerKeys(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name in headers) out[name.toLowerCase()] = headers[name]
+  return out
+}

@@ -1,0 +1,257 @@
+/**
+ * A running gateway: public and admin listeners, the current route table, the store and the
+ * upstream pools. Reloads build a new table beside the current one and swap it in atomically;
+ * requests keep the table they started with.
+ *
+ * @example
+ * ```ts
+ * const gateway = await startGateway({ configFile: 'gateway.yaml' })
+ * console.log(gateway.address)   // http://127.0.0.1:8080
+ * await gateway.stop()
+ * ```
+ */
+import { createServer, type Server } from 'node:http'
+import { watch, type FSWatcher } from 'node:fs'
+import { basename, dirname, resolve } from 'node:path'
+import type { AddressInfo } from 'node:net'
+import type { Logger } from 'pino'
+import { loadConfig } from './config/load.ts'
+import { formatIssue } from './config/source.ts'
+import type { GatewayConfig } from './config/types.ts'
+import { buildTable, closeTable, type Table } from './table.ts'
+import { handleRequest, type PipelineDeps } from './pipeline.ts'
+import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
+import { CoreMetrics, RouteMetrics } from './metrics.ts'
+import { createLogger, flushLogger } from './log.ts'
+import { createAdminServer } from './admin.ts'
+import { openSqliteStore } from './store/sqlite.ts'
+import type { Store } from './store/types.ts'
+
+export class ConfigError extends Error {
+  readonly issues: string[]
+  constructor(issues: string[]) {
+    super(`invalid config:\n${issues.join('\n')}`)
+    this.issues = issues
+  }
+}
+
+export interface StartOptions {
+  configFile: string
+  env?: NodeJS.ProcessEnv
+  /** Override listen ports (tests use 0). */
+  port?: number
+  adminPort?: number
+  host?: string
+  /** Capture logs (tests). */
+  logDestination?: NodeJS.WritableStream
+  /** Watch the config file for changes (default: the config's `watch`). */
+  watch?: boolean
+}
+
+export interface ReloadResult {
+  ok: boolean
+  issues: string[]
+}
+
+export class Gateway {
+  readonly log: Logger
+  readonly metrics: CoreMetrics
+  readonly store: Store
+  readonly #options: StartOptions
+  #table: Table
+  #upstreams: Map<string, UpstreamHandle>
+  #server!: Server
+  #admin!: Server
+  #watchers: FSWatcher[] = []
+  #draining = false
+  #reloading: Promise<ReloadResult> | undefined
+  #debounce: NodeJS.Timeout | undefined
+  readonly #deps: PipelineDeps
+
+  private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics) {
+    this.#options = options
+    this.#table = table
+    this.#upstreams = upstreams
+    this.store = store
+    this.log = log
+    this.metrics = metrics
+    this.#deps = {
+      log,
+      accessLog: config.log.access,
+      metrics,
+      unmatched: new RouteMetrics(metrics, '__unmatched__'),
+      upstreams,
+      trustProxy: config.server.trustProxy,
+      draining: () => this.#draining,
+      tableIdle: (retired) => void closeTable(retired),
+    }
+  }
+
+  static async start(options: StartOptions): Promise<Gateway> {
+    const env = options.env ?? process.env
+    const loaded = await loadConfig(options.configFile, env)
+    if (!loaded.config) throw new ConfigError(loaded.issues.map(formatIssue))
+    const config = loaded.config
+    const log = createLogger({ level: config.log.level, destination: options.logDestination })
+    const metrics = new CoreMetrics()
+    const store = openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
+    const recovered = await store.recoverPendingReservations()
+    if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')
+    const { current: upstreams } = reconcileUpstreams(new Map(), config.upstreams)
+    const built = await buildTable(config, { log, metrics, store, upstreams, plugins: loaded.plugins, locate: loaded.locate })
+    if (!built.table) {
+      await Promise.allSettled([...upstreams.values()].map((u) => u.pool.close()))
+      await store.close()
+      throw new ConfigError(built.issues.map(formatIssue))
+    }
+    const gateway = new Gateway(options, config, built.table, upstreams, store, log, metrics)
+    metrics.configLoaded(config.hash)
+    metrics.reloads.inc({ result: 'success' })
+    await gateway.#listen(config)
+    if (options.watch ?? config.watch) gateway.#watch(config)
+    log.info({ address: gateway.address, admin: gateway.adminAddress, routes: built.table.routes.length, hash: config.hash.slice(0, 16) }, 'tollgate started')
+    return gateway
+  }
+
+  get config(): GatewayConfig {
+    return this.#table.config
+  }
+
+  get table(): Table {
+    return this.#table
+  }
+
+  get address(): string {
+    const a = this.#server.address() as AddressInfo
+    return `http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`
+  }
+
+  get adminAddress(): string {
+    const a = this.#admin.address() as AddressInfo
+    return `http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}`
+  }
+
+  async #listen(config: GatewayConfig): Promise<void> {
+    const limits = config.server.limits
+    this.#server = createServer(
+      {
+        maxHeaderSize: limits.maxHeaderBytes,
+        headersTimeout: limits.headersTimeoutMs,
+        requestTimeout: limits.requestTimeoutMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+        connectionsCheckingInterval: 1000,
+      },
+      (req, res) => handleRequest(this.#deps, this.#table, req, res),
+    )
+    this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
+    this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) return socket.destroy()
+      const tooLarge = error.code === 'HPE_HEADER_OVERFLOW'
+      const status = tooLarge ? '431 Request Header Fields Too Large' : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request'
+      const body = JSON.stringify({ error: { code: tooLarge ? 'headers_too_large' : 'bad_request', message: tooLarge ? 'request headers are too large' : 'malformed HTTP request' } })
+      socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+    })
+    this.#admin = createAdminServer({
+      table: () => this.#table,
+      ready: () => !this.#draining,
+      metricsText: async () => ({ contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() }),
+      reload: () => this.reload(),
+      tokenHash: () => this.#table.config.admin.tokenHash,
+      protectMetrics: () => this.#table.config.admin.protectMetrics,
+    })
+    const host = this.#options.host ?? config.server.listen.host
+    await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
+    await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.host ?? config.admin.listen.host)
+  }
+
+  #watch(config: GatewayConfig): void {
+    const files = new Set([basename(config.file)])
+    const dir = dirname(config.file)
+    try {
+      const watcher = watch(dir, (_event, name) => {
+        if (!name || !files.has(String(name))) return
+        clearTimeout(this.#debounce)
+        this.#debounce = setTimeout(() => void this.reload('file change'), 250)
+      })
+      watcher.on('error', (error) => this.log.warn({ err: error }, 'config watch stopped'))
+      this.#watchers.push(watcher)
+    } catch (error) {
+      this.log.warn({ err: error }, 'cannot watch the config directory; reload with SIGHUP')
+    }
+  }
+
+  /** Loads and builds the config again; swaps it in only if everything is valid. */
+  reload(reason = 'request'): Promise<ReloadResult> {
+    // Serialise reloads: a burst of file events must not build tables concurrently.
+    const run = async (): Promise<ReloadResult> => {
+      const loaded = await loadConfig(this.#options.configFile, this.#options.env ?? process.env)
+      if (!loaded.config) return this.#reloadFailed(loaded.issues.map(formatIssue), reason)
+      if (loaded.config.hash === this.#table.config.hash) return { ok: true, issues: [] }
+      const { current, retired } = reconcileUpstreams(this.#upstreams, loaded.config.upstreams)
+      const built = await buildTable(loaded.config, { log: this.log, metrics: this.metrics, store: this.store, upstreams: current, plugins: loaded.plugins, locate: loaded.locate })
+      if (!built.table) {
+        for (const handle of current.values()) if (!this.#upstreams.has(handle.name) || this.#upstreams.get(handle.name) !== handle) void handle.pool.close()
+        return this.#reloadFailed(built.issues.map(formatIssue), reason)
+      }
+      const previous = this.#table
+      // Swap: the map object is shared with in-flight requests' deps, so mutate it in place.
+      this.#upstreams.clear()
+      for (const [name, handle] of current) this.#upstreams.set(name, handle)
+      this.#table = built.table
+      previous.retired = true
+      if (previous.inFlight === 0) void closeTable(previous)
+      setTimeout(() => retired.forEach((handle) => void handle.pool.close()), previous.config.server.drainTimeoutMs).unref()
+      this.metrics.configLoaded(loaded.config.hash)
+      this.metrics.reloads.inc({ result: 'success' })
+      this.log.info({ reason, hash: loaded.config.hash.slice(0, 16), routes: built.table.routes.length }, 'config reloaded')
+      return { ok: true, issues: [] }
+    }
+    const next = (this.#reloading ?? Promise.resolve()).then(run, run)
+    this.#reloading = next
+    return next
+  }
+
+  #reloadFailed(issues: string[], reason: string): ReloadResult {
+    this.metrics.reloads.inc({ result: 'failure' })
+    this.log.error({ reason, issues }, 'config reload failed; keeping the config in service')
+    return { ok: false, issues }
+  }
+
+  /** Stops accepting, drains in-flight requests up to the deadline, then closes everything. */
+  async stop(): Promise<void> {
+    if (this.#draining) return
+    this.#draining = true
+    clearTimeout(this.#debounce)
+    for (const watcher of this.#watchers) watcher.close()
+    const closed = new Promise<void>((done) => this.#server.close(() => done()))
+    this.#server.closeIdleConnections()
+    const deadline = Date.now() + this.#table.config.server.drainTimeoutMs
+    while (this.#table.inFlight > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20))
+      this.#server.closeIdleConnections()
+    }
+    this.#server.closeAllConnections()
+    await closed
+    await closeTable(this.#table)
+    await Promise.allSettled([...this.#upstreams.values()].map((u) => u.pool.close()))
+    await new Promise<void>((done) => {
+      this.#admin.close(() => done())
+      this.#admin.closeAllConnections()
+    })
+    await this.store.close()
+    this.log.info('tollgate stopped')
+    flushLogger(this.log)
+  }
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolveListen, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolveListen()
+    })
+  })
+}
+
+export const startGateway = (options: StartOptions) => Gateway.start(options)

@@ -1,0 +1,73 @@
+/**
+ * Reads a request body once, counting bytes as they stream. A body past the cap answers 413
+ * whether or not it announced a Content-Length, so chunked bodies cannot slip past the limit.
+ */
+import type { IncomingMessage } from 'node:http'
+import { errors } from '../errors.ts'
+
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = req.headers['content-length']
+  if (declared !== undefined && Number(declared) > maxBytes) {
+    return Promise.reject(errors.bodyTooLarge(`request body of ${declared} bytes exceeds the limit of ${maxBytes} bytes`))
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let received = 0
+    const onData = (chunk: Buffer) => {
+      received += chunk.length
+      if (received > maxBytes) {
+        cleanup()
+        // Stop reading but keep the socket so the 413 can be written; the server closes it after.
+        req.pause()
+        reject(errors.bodyTooLarge(`request body exceeds the limit of ${maxBytes} bytes`))
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => {
+      cleanup()
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received))
+    }
+    const onError = (error: Error) => {
+      cleanup()
+      reject(errors.badPath(`request body could not be read: ${error.message}`))
+    }
+    const onAborted = () => {
+      cleanup()
+      reject(errors.badPath('client closed the connection while sending the body'))
+    }
+    const cleanup = () => {
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('error', onError)
+      req.off('close', onClose)
+    }
+    const onClose = () => {
+      if (!req.complete) onAborted()
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('error', onError)
+    req.on('close', onClose)
+  })
+}
+
+/** The media type without parameters, lower-cased: `application/json; charset=utf-8` → `application/json`. */
+export function mediaType(header: string | undefined): string {
+  if (!header) return ''
+  const semicolon = header.indexOf(';')
+  return (semicolon === -1 ? header : header.slice(0, semicolon)).trim().toLowerCase()
+}
+
+/** True for `application/json` and `application/<x>+json`. */
+export function isJsonMediaType(type: string): boolean {
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))
+}
+
+export function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString('utf8'))
+  } catch (error) {
+    throw errors.invalidJson(`request body is not valid JSON: ${(error as Error).message}`)
+  }
+}

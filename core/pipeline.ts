@@ -1,0 +1,231 @@
+/**
+ * Runs one request through its route: request → body → target → response → done.
+ *
+ * - Plugins run by priority within each phase; a plugin that answers (`ctx.respond`) or throws
+ *   skips the remaining phases up to `response`.
+ * - The body is read once, only when a plugin of the chain declared it needs it.
+ * - `response` runs for every answer, errors included, before the head is written.
+ * - `done` runs exactly once, after the answer finished or the client went away, and only after
+ *   the chain itself has settled, so a plugin never sees `done` while it is still running.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from 'pino'
+import { Context } from './context.ts'
+import { errors, GatewayError, toGatewayError } from './errors.ts'
+import { normalisePath } from './router.ts'
+import { isJsonMediaType, mediaType, parseJson, readBody } from './http/body.ts'
+import { forward } from './http/forward.ts'
+import type { UpstreamHandle } from './http/upstreams.ts'
+import type { CompiledRoute, Step, Table } from './table.ts'
+import type { CoreMetrics, RouteMetrics } from './metrics.ts'
+
+export interface PipelineDeps {
+  log: Logger
+  accessLog: boolean
+  metrics: CoreMetrics
+  unmatched: RouteMetrics
+  upstreams: ReadonlyMap<string, UpstreamHandle>
+  trustProxy: boolean
+  draining(): boolean
+  /** Called when a retired table's last request is done. */
+  tableIdle(table: Table): void
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+async function runSteps(steps: Step[], ctx: Context): Promise<void> {
+  for (const step of steps) {
+    const result = step(ctx)
+    if (result) await result
+    if (ctx.answered) return
+  }
+}
+
+/** The path with credential params replaced (`***`, for logs) or removed (`''`, for upstreams). */
+function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): string {
+  let out = ''
+  for (const part of route.pattern) {
+    const first = part.charCodeAt(0)
+    if (first !== 58 && first !== 42) out += '/' + part
+    else {
+      const name = part.slice(1)
+      const value = ctx.params[name] ?? ''
+      if (ctx.secretParams.has(name)) out += replacement ? '/' + replacement : ''
+      else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
+    }
+  }
+  return out || '/'
+}
+
+function clientIp(req: IncomingMessage, trustProxy: boolean): string {
+  if (trustProxy) {
+    const forwarded = req.headers['x-forwarded-for']
+    if (typeof forwarded === 'string' && forwarded) return forwarded.split(',')[0].trim()
+  }
+  return req.socket.remoteAddress ?? ''
+}
+
+export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMessage, res: ServerResponse): void {
+  const url = req.url ?? '/'
+  const q = url.indexOf('?')
+  const incomingId = req.headers['x-request-id']
+  const ctx = new Context(
+    req.method ?? 'GET',
+    q === -1 ? url : url.slice(0, q),
+    q === -1 ? '' : url.slice(q + 1),
+    req.headers,
+    clientIp(req, deps.trustProxy),
+    typeof incomingId === 'string' && REQUEST_ID.test(incomingId) ? incomingId : undefined,
+  )
+  table.inFlight++
+  deps.metrics.inFlight.inc()
+  let route: CompiledRoute | undefined
+  let chainSettled = false
+  let closed = false
+  let doneRan = false
+
+  const runDone = async () => {
+    if (doneRan || !chainSettled || !closed) return
+    doneRan = true
+    for (const step of route?.done ?? []) {
+      try {
+        await step(ctx)
+      } catch (error) {
+        deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
+      }
+    }
+    observe(deps, route, ctx, req, res)
+    deps.metrics.inFlight.dec()
+    if (--table.inFlight === 0 && table.retired) deps.tableIdle(table)
+  }
+
+  res.once('close', () => {
+    if (!res.writableFinished) ctx.abortClient()
+    closed = true
+    void runDone()
+  })
+
+  const run = async () => {
+    try {
+      if (deps.draining()) {
+        res.setHeader('connection', 'close')
+        throw errors.shuttingDown('the gateway is shutting down')
+      }
+      const match = table.router.match(ctx.method, normalisePath(ctx.path))
+      route = match.value
+      ctx.routeName = route.name
+      ctx.params = match.params
+      ctx.apiType = route.config.apiType
+      ctx.upstream = route.config.upstream
+      ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
+      ctx.responseHeaders['x-request-id'] = ctx.id
+      ctx.upstreamHeaders['x-request-id'] = ctx.id
+      await runSteps(route.request, ctx)
+      // Without a rewrite the upstream would get the client's path: never with a credential in it.
+      if (!route.rewrite && ctx.secretParams.size && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
+      if (!ctx.answered && route.bodyNeed) await readRequestBody(route, ctx, req)
+      if (!ctx.answered && route.body.length) await runSteps(route.body, ctx)
+      if (!ctx.answered) await target(deps, route, ctx, req, res)
+    } catch (thrown) {
+      ctx.error = toGatewayError(thrown)
+      if (ctx.error.status >= 500 && !(thrown instanceof GatewayError)) {
+        deps.log.error({ err: thrown, route: ctx.routeName, reqId: ctx.id }, 'unexpected error on the request path')
+      }
+    }
+    if (!res.headersSent && !ctx.aborted) await answer(deps, table, route, ctx, res)
+  }
+  run().finally(() => {
+    chainSettled = true
+    void runDone()
+  })
+}
+
+async function readRequestBody(route: CompiledRoute, ctx: Context, req: IncomingMessage): Promise<void> {
+  const type = mediaType(req.headers['content-type'])
+  const json = route.bodyNeed === 'json'
+  const accepted = route.contentTypes.length ? route.contentTypes.includes(type) : !json || isJsonMediaType(type)
+  if (!accepted) {
+    const expected = route.contentTypes.length ? route.contentTypes.join(' or ') : 'application/json'
+    throw errors.unsupportedMediaType(`content-type must be ${expected}, got ${type || 'none'}`)
+  }
+  const raw = await readBody(req, route.maxBodyBytes)
+  ctx.body = json ? { raw, json: raw.length === 0 ? undefined : parseJson(raw) } : { raw }
+}
+
+async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (route.handler) {
+    await route.handler.handle!(ctx)
+    if (!ctx.response) throw errors.internal(`handler of route ${route.name} gave no answer`)
+    return
+  }
+  const upstream = deps.upstreams.get(ctx.upstream!)
+  if (!upstream) throw errors.internal(`route ${route.name} names upstream ${ctx.upstream}, which does not exist`)
+  await forward(ctx, req, res, upstream, {
+    trustProxy: deps.trustProxy,
+    maxBodyBytes: route.maxBodyBytes,
+    bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
+    commitHead: async () => {
+      await runSteps(route.response, ctx)
+      writeHead(ctx, res)
+    },
+  })
+}
+
+function writeHead(ctx: Context, res: ServerResponse): void {
+  const response = ctx.response!
+  const headers = { ...response.headers, ...ctx.responseHeaders }
+  if (response.body) headers['content-length'] = String(response.body.length)
+  res.writeHead(response.status, headers)
+}
+
+/** Sends an answer that is fully in memory: early replies, handler answers, buffered upstream bodies, errors. */
+async function answer(deps: PipelineDeps, table: Table, route: CompiledRoute | undefined, ctx: Context, res: ServerResponse): Promise<void> {
+  const format = route?.errorFormat ?? table.defaultErrorFormat
+  if (ctx.error) {
+    const rendered = format(ctx.error, ctx)
+    ctx.response = { status: rendered.status, headers: rendered.headers, body: Buffer.from(rendered.body) }
+  }
+  if (route && ctx.response) {
+    try {
+      ctx.answered = false
+      await runSteps(route.response, ctx)
+    } catch (thrown) {
+      if (ctx.error) deps.log.error({ err: thrown, route: route.name, reqId: ctx.id }, 'a response-phase plugin threw while rendering an error')
+      else {
+        ctx.error = toGatewayError(thrown)
+        const rendered = format(ctx.error, ctx)
+        ctx.response = { status: rendered.status, headers: rendered.headers, body: Buffer.from(rendered.body) }
+      }
+    }
+  }
+  if (res.headersSent || ctx.aborted || !ctx.response) return
+  writeHead(ctx, res)
+  res.end(ctx.response.body)
+}
+
+function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Context, req: IncomingMessage, res: ServerResponse): void {
+  const status = ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
+  const seconds = (performance.now() - ctx.startedAt) / 1000
+  const metrics = route?.metrics ?? deps.unmatched
+  metrics.count(ctx.apiType, status)
+  metrics.duration.observe(seconds)
+  if (ctx.upstreamMs !== undefined) metrics.upstreamDuration.observe(ctx.upstreamMs / 1000)
+  if (!deps.accessLog) return
+  if (route) ctx.redactedPath = pathWithout(route, ctx, '***')
+  deps.log.info({
+    reqId: ctx.id,
+    route: ctx.routeName,
+    method: ctx.method,
+    path: route ? ctx.redactedPath : '-',
+    status,
+    project: ctx.project?.id,
+    apiType: ctx.apiType,
+    ms: Math.round(seconds * 1e6) / 1e3,
+    upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 1e3) / 1e3,
+    bytesIn: Number(req.headers['content-length'] ?? ctx.body?.raw.length ?? 0),
+    bytesOut: Number(res.getHeader('content-length') ?? 0) || undefined,
+    error: ctx.error?.code,
+    aborted: ctx.aborted || undefined,
+    ...ctx.logFields,
+  })
+}

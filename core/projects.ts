@@ -1,0 +1,104 @@
+/**
+ * Projects and their credentials, as configured in gateway.yaml (or the projects file it names).
+ *
+ * Keys and secrets are stored as `sha256:<hex>` digests. API keys are long random strings, so a
+ * plain SHA-256 is the right tool (as GitHub and Stripe tokens): a lookup hashes the presented key
+ * once and finds it by digest; the final comparison is constant-time.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto'
+
+export const SCOPES = ['zkpaas', 'rpc', 'x402', 'mirror', 'events'] as const
+export type Scope = (typeof SCOPES)[number]
+
+export interface ApiKeyRecord {
+  label: string
+  /** `sha256:<hex>` */
+  hash: string
+  disabled: boolean
+  /** Epoch ms after which the key is refused; undefined = never. */
+  expiresAt?: number
+}
+
+export interface ProjectFeatures {
+  proveBatch: boolean
+  sponsoredWallet: boolean
+  relayToConfidentialSpace: boolean
+  tee: boolean
+}
+
+export interface Project {
+  id: string
+  name: string
+  plan: string
+  scopes: ReadonlySet<Scope>
+  credits: { allocation: number; period: 'hour' | 'day' | 'month' }
+  features: ProjectFeatures
+  /** `sha256:<hex>`, or undefined when the project has no secret. */
+  secretHash?: string
+  keys: readonly ApiKeyRecord[]
+  /** Operator-defined extras (per-project settings of plugins). */
+  settings: Readonly<Record<string, unknown>>
+}
+
+/** Why a presented key was refused. The client never learns which; metrics and logs do. */
+export type KeyRefusal = 'unknown_key' | 'disabled_key' | 'expired_key'
+
+export type KeyLookup =
+  | { ok: true; project: Project; key: ApiKeyRecord }
+  | { ok: false; reason: KeyRefusal }
+
+/** `sha256:<hex>` of a credential: the form gateway.yaml stores (`tollgate hash-key`). */
+export function hashCredential(clear: string): string {
+  return 'sha256:' + createHash('sha256').update(clear, 'utf8').digest('hex')
+}
+
+function digestBytes(hashed: string): Buffer {
+  return Buffer.from(hashed.slice('sha256:'.length), 'hex')
+}
+
+/** Constant-time comparison of a clear credential against a stored digest. */
+export function credentialMatches(clear: string, storedHash: string): boolean {
+  const presented = createHash('sha256').update(clear, 'utf8').digest()
+  const stored = digestBytes(storedHash)
+  return stored.length === presented.length && timingSafeEqual(presented, stored)
+}
+
+/** Read-only view of the configured projects, rebuilt on every config load. */
+export class ProjectDirectory {
+  readonly #byKeyDigest = new Map<string, { project: Project; key: ApiKeyRecord }>()
+  readonly #byId = new Map<string, Project>()
+
+  constructor(projects: readonly Project[]) {
+    for (const project of projects) {
+      this.#byId.set(project.id, project)
+      for (const key of project.keys) this.#byKeyDigest.set(key.hash.slice('sha256:'.length), { project, key })
+    }
+  }
+
+  get size(): number {
+    return this.#byId.size
+  }
+
+  byId(id: string): Project | undefined {
+    return this.#byId.get(id)
+  }
+
+  all(): Project[] {
+    return [...this.#byId.values()]
+  }
+
+  /** Finds the project a clear API key belongs to. `now` is epoch ms. */
+  lookupKey(clear: string, now = Date.now()): KeyLookup {
+    const digest = createHash('sha256').update(clear, 'utf8').digest()
+    const found = this.#byKeyDigest.get(digest.toString('hex'))
+    if (!found || !timingSafeEqual(digest, digestBytes(found.key.hash))) return { ok: false, reason: 'unknown_key' }
+    if (found.key.disabled) return { ok: false, reason: 'disabled_key' }
+    if (found.key.expiresAt !== undefined && now >= found.key.expiresAt) return { ok: false, reason: 'expired_key' }
+    return { ok: true, project: found.project, key: found.key }
+  }
+
+  /** Constant-time check of a clear secret against the project's stored secret. */
+  secretMatches(project: Project, clear: string): boolean {
+    return project.secretHash !== undefined && credentialMatches(clear, project.secretHash)
+  }
+}

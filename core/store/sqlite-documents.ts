@@ -1,0 +1,116 @@
+/**
+ * Durable documents of the SQLite engine: one table for every collection, documents stored as JSON.
+ *
+ * `insertIfAbsent` is INSERT ... ON CONFLICT DO NOTHING followed by a read of the winner, so two
+ * concurrent inserts of one key (a settlement retried by two requests) leave exactly one record.
+ */
+import type Database from 'better-sqlite3'
+import type { DocumentCollection, StoredDocument } from './types.ts'
+
+export const DOCUMENTS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS documents (
+  collection TEXT NOT NULL,
+  key TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  doc TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (collection, key)
+);
+CREATE INDEX IF NOT EXISTS documents_by_owner ON documents (collection, owner, created_at);
+`
+
+interface DocumentRow {
+  key: string
+  owner: string
+  doc: string
+  created_at: number
+  updated_at: number
+}
+
+interface DocumentStatements {
+  insert: Database.Statement
+  get: Database.Statement
+  update: Database.Statement
+  listByOwner: Database.Statement
+  delete: Database.Statement
+}
+
+/** Prepares the statements once; collections share them and bind their own name. */
+export function prepareDocumentStatements(db: Database.Database): DocumentStatements {
+  db.exec(DOCUMENTS_SCHEMA)
+  return {
+    insert: db.prepare(`
+      INSERT INTO documents (collection, key, owner, doc, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (collection, key) DO NOTHING`),
+    get: db.prepare('SELECT key, owner, doc, created_at, updated_at FROM documents WHERE collection = ? AND key = ?'),
+    update: db.prepare('UPDATE documents SET doc = ?, updated_at = ? WHERE collection = ? AND key = ?'),
+    // rowid breaks ties between documents created in the same millisecond: insertion order.
+    listByOwner: db.prepare(`
+      SELECT key, owner, doc, created_at, updated_at FROM documents
+      WHERE collection = ? AND owner = ? ORDER BY created_at, rowid LIMIT ?`),
+    delete: db.prepare('DELETE FROM documents WHERE collection = ? AND key = ?'),
+  }
+}
+
+/**
+ * One named collection over the shared table.
+ *
+ * @example
+ * ```ts
+ * const settlements = store.documents('x402-settlements')
+ * const { created } = await settlements.insertIfAbsent(txHash, payer, { amount: '1000' })
+ * if (!created) throw duplicateSettlement()
+ * ```
+ */
+export class SqliteDocumentCollection implements DocumentCollection {
+  constructor(
+    private readonly name: string,
+    private readonly stmts: DocumentStatements,
+    private readonly clock: () => number,
+  ) {}
+
+  async insertIfAbsent<T>(key: string, owner: string, doc: T): Promise<{ created: boolean; stored: StoredDocument<T> }> {
+    const json = toJson(doc)
+    const now = this.clock()
+    const { changes } = this.stmts.insert.run(this.name, key, owner, json, now, now)
+    if (changes === 1) return { created: true, stored: { key, owner, doc: JSON.parse(json) as T, createdAt: now, updatedAt: now } }
+    return { created: false, stored: this.read<T>(key)! }
+  }
+
+  async get<T>(key: string): Promise<StoredDocument<T> | undefined> {
+    return this.read<T>(key)
+  }
+
+  async update<T>(key: string, doc: T): Promise<boolean> {
+    return this.stmts.update.run(toJson(doc), this.clock(), this.name, key).changes === 1
+  }
+
+  async listByOwner<T>(owner: string, limit?: number): Promise<StoredDocument<T>[]> {
+    if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) {
+      throw new RangeError(`limit must be a non-negative integer, got ${limit}`)
+    }
+    // LIMIT -1 is SQLite for "no limit".
+    const rows = this.stmts.listByOwner.all(this.name, owner, limit ?? -1) as DocumentRow[]
+    return rows.map((row) => toStored<T>(row))
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return this.stmts.delete.run(this.name, key).changes === 1
+  }
+
+  private read<T>(key: string): StoredDocument<T> | undefined {
+    const row = this.stmts.get.get(this.name, key) as DocumentRow | undefined
+    return row === undefined ? undefined : toStored<T>(row)
+  }
+}
+
+function toStored<T>(row: DocumentRow): StoredDocument<T> {
+  return { key: row.key, owner: row.owner, doc: JSON.parse(row.doc) as T, createdAt: row.created_at, updatedAt: row.updated_at }
+}
+
+function toJson(doc: unknown): string {
+  const json = JSON.stringify(doc)
+  if (json === undefined) throw new TypeError('document must be JSON-serialisable (got undefined or a function)')
+  return json
+}

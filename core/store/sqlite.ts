@@ -1,0 +1,215 @@
+/**
+ * The embedded store engine: SQLite (better-sqlite3, WAL) for what must survive a restart, and
+ * in-process token buckets for rate limits. Single node: one process owns `<dataDir>/tollgate.db`.
+ *
+ * Durability. The database runs in WAL mode with `synchronous = NORMAL`. Each write transaction
+ * ends with a write() of its pages into the WAL file before the call returns; only checkpoints
+ * fsync. Data written with write() sits in the OS page cache, which belongs to the kernel, not to
+ * the process: a crash or `kill -9` of the gateway loses nothing that was committed, and the next
+ * open replays the WAL. Only a power loss or kernel crash can drop the last commits before the next
+ * checkpoint; `synchronous = FULL` would close that window with an fsync per commit, which costs
+ * milliseconds on most disks and is far beyond the per-request budget. So: a reservation or commit
+ * is on disk (in the crash-safe sense) when its promise resolves.
+ *
+ * Every operation is synchronous underneath (one SQLite connection on the event loop thread, every
+ * statement prepared once) and exposed as async to match the {@link Store} interface. Because no
+ * await separates a check from its write, each operation is atomic by construction.
+ *
+ * After a crash, call {@link SqliteStore.recoverPendingReservations} once at start to refund the
+ * reservations of requests that died with the process.
+ */
+import Database from 'better-sqlite3'
+import { mkdirSync } from 'node:fs'
+import path from 'node:path'
+import { SqliteCreditLedger, type ReservationRecord } from './sqlite-credits.ts'
+import { prepareDocumentStatements, SqliteDocumentCollection } from './sqlite-documents.ts'
+import { SqliteUsageLog } from './sqlite-usage.ts'
+import { TokenBuckets } from './token-bucket.ts'
+import type {
+  CreditBalance,
+  CreditReservation,
+  DocumentCollection,
+  Granularity,
+  RateDecision,
+  Store,
+  UsageEvent,
+  UsageRow,
+} from './types.ts'
+
+export type { ReservationRecord } from './sqlite-credits.ts'
+
+export interface SqliteStoreOptions {
+  /** Directory of `tollgate.db`; created if missing. */
+  dataDir: string
+  /** Epoch-ms clock for timestamps, retention and token buckets; injectable for tests. */
+  clock?: () => number
+  /** Usage sums are written every this many ms (default 1000; 0 writes every event through). */
+  usageFlushMs?: number
+  /** Settled reservations are kept this long for late refunds, then swept (default 10 minutes). */
+  reservationRetentionMs?: number
+  /** Most rate-limit buckets held in memory (default 100,000). */
+  maxRateBuckets?: number
+  /** Failures of background work (usage flush, sweep). Default: a process warning. */
+  onBackgroundError?: (error: unknown) => void
+}
+
+const DB_FILE = 'tollgate.db'
+const SWEEP_INTERVAL_MS = 500
+/** The sweep examines at least this many rows per tick, and 3x the reservations made since the last. */
+const SWEEP_MIN_ROWS = 2_000
+const SWEEP_MAX_ROWS = 50_000
+
+/**
+ * Opens (or creates) the embedded store.
+ *
+ * @example
+ * ```ts
+ * const store = openSqliteStore({ dataDir: './data' })
+ * await store.recoverPendingReservations()
+ * const { ok } = await store.reserveCredits({ id, projectId: 'demo', period: periodKey('month', Date.now()), allocation: 1000, amount: 1, apiType: 'MIRROR' })
+ * ```
+ */
+export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
+  return new SqliteStore(options)
+}
+
+export class SqliteStore implements Store {
+  readonly engine = 'sqlite'
+  /** Absolute path of the database file. */
+  readonly file: string
+  private readonly db: Database.Database
+  private readonly clock: () => number
+  private readonly credits: SqliteCreditLedger
+  private readonly usage: SqliteUsageLog
+  private readonly buckets: TokenBuckets
+  private readonly documentStmts: ReturnType<typeof prepareDocumentStatements>
+  private readonly collections = new Map<string, DocumentCollection>()
+  private readonly retentionMs: number
+  private readonly onBackgroundError: (error: unknown) => void
+  private readonly timers: NodeJS.Timeout[] = []
+  private reservedSinceSweep = 0
+  private closed = false
+
+  constructor(options: SqliteStoreOptions) {
+    mkdirSync(options.dataDir, { recursive: true })
+    this.file = path.resolve(options.dataDir, DB_FILE)
+    this.clock = options.clock ?? Date.now
+    this.retentionMs = options.reservationRetentionMs ?? 600_000
+    this.onBackgroundError = options.onBackgroundError ?? ((error) => process.emitWarning(error as Error, 'TollgateStoreWarning'))
+
+    this.db = new Database(this.file)
+    this.db.pragma('journal_mode = WAL')
+    // See the top of this file: commits survive a process crash, only power loss can drop the last ones.
+    this.db.pragma('synchronous = NORMAL')
+    // Another process (the CLI reading usage) may hold the lock briefly.
+    this.db.pragma('busy_timeout = 5000')
+    this.db.pragma('cache_size = -32768')
+    // After a checkpoint resets the WAL, shrink the file back so it does not keep its peak size.
+    this.db.pragma('journal_size_limit = 67108864')
+
+    this.credits = new SqliteCreditLedger(this.db)
+    const usageFlushMs = options.usageFlushMs ?? 1000
+    this.usage = new SqliteUsageLog(this.db, usageFlushMs)
+    this.documentStmts = prepareDocumentStatements(this.db)
+    this.buckets = new TokenBuckets({ maxBuckets: options.maxRateBuckets, clock: this.clock })
+
+    if (usageFlushMs > 0) this.every(usageFlushMs, () => this.usage.flush())
+    this.every(SWEEP_INTERVAL_MS, () => this.sweepTick())
+  }
+
+  async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const result = this.credits.reserve(reservation, this.clock())
+    if (result.ok) this.reservedSinceSweep++
+    return result
+  }
+
+  async commitCredits(reservationId: string): Promise<void> {
+    this.credits.commit(reservationId)
+  }
+
+  async releaseCredits(reservationId: string): Promise<void> {
+    this.credits.release(reservationId)
+  }
+
+  async refundPart(reservationId: string, amount: number): Promise<void> {
+    this.credits.refundPart(reservationId, amount)
+  }
+
+  async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
+    return this.credits.balance(projectId, period, allocation)
+  }
+
+  async recoverPendingReservations(): Promise<number> {
+    return this.credits.recoverPending()
+  }
+
+  /** A reservation as stored, while it is within the retention (for the admin API and tests). */
+  async getReservation(reservationId: string): Promise<ReservationRecord | undefined> {
+    return this.credits.get(reservationId)
+  }
+
+  /** Deletes every settled reservation older than the retention now; returns how many. */
+  async sweepReservations(): Promise<number> {
+    const cutoff = this.clock() - this.retentionMs
+    let total = 0
+    for (;;) {
+      const { deleted, wrapped } = this.credits.sweep(cutoff, SWEEP_MAX_ROWS)
+      total += deleted
+      if (wrapped) return total
+    }
+  }
+
+  async recordUsage(event: UsageEvent): Promise<void> {
+    this.usage.record(event)
+  }
+
+  async queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]> {
+    return this.usage.query(projectId, fromMs, toMs, granularity)
+  }
+
+  async takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision> {
+    return this.buckets.take(key, capacity, refillPerSecond, cost)
+  }
+
+  documents(collection: string): DocumentCollection {
+    let found = this.collections.get(collection)
+    if (found === undefined) {
+      found = new SqliteDocumentCollection(collection, this.documentStmts, this.clock)
+      this.collections.set(collection, found)
+    }
+    return found
+  }
+
+  /** Writes buffered usage, checkpoints the WAL into the database file and closes it. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    for (const timer of this.timers) clearInterval(timer)
+    try {
+      this.usage.flush()
+      this.db.pragma('wal_checkpoint(TRUNCATE)')
+    } finally {
+      this.db.close()
+    }
+  }
+
+  /** Runs `task` every `ms` without keeping the process alive; failures go to onBackgroundError. */
+  private every(ms: number, task: () => void): void {
+    const timer = setInterval(() => {
+      try {
+        task()
+      } catch (error) {
+        this.onBackgroundError(error)
+      }
+    }, ms)
+    timer.unref()
+    this.timers.push(timer)
+  }
+
+  /** One bounded step of the sweep, sized to outpace the reservations made since the last one. */
+  private sweepTick(): void {
+    const rows = Math.min(SWEEP_MAX_ROWS, Math.max(SWEEP_MIN_ROWS, this.reservedSinceSweep * 3))
+    this.reservedSinceSweep = 0
+    this.credits.sweep(this.clock() - this.retentionMs, rows)
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The state interface. Every operation is async and atomic on its own, so that a Redis engine can
+ * implement each one as a single Lua script; the embedded engine (SQLite + in-process counters)
+ * implements it synchronously underneath.
+ */
+
+export type Granularity = 'hour' | 'day'
+
+export interface CreditReservation {
+  /** Unique per request; commit/release refer to it. */
+  id: string
+  projectId: string
+  /** Billing period the charge falls in, e.g. `2026-11` for monthly. */
+  period: string
+  /** Allocation of that period, from config at reservation time. */
+  allocation: number
+  amount: number
+  apiType: string
+}
+
+export interface CreditBalance {
+  projectId: string
+  period: string
+  allocation: number
+  /** Committed charges plus reservations still pending. */
+  used: number
+  remaining: number
+}
+
+export interface UsageEvent {
+  projectId: string
+  apiType: string
+  /** Epoch ms of the request. */
+  at: number
+  requests: number
+  credits: number
+  errors: number
+}
+
+export interface UsageRow {
+  /** ISO 8601 UTC start of the bucket. */
+  bucket: string
+  apiType: string
+  requests: number
+  credits: number
+  errors: number
+}
+
+export interface RateDecision {
+  allowed: boolean
+  limit: number
+  remaining: number
+  /** Seconds until the bucket is full again. */
+  resetSeconds: number
+  /** Seconds to wait before a retry can pass (0 when allowed). */
+  retryAfterSeconds: number
+}
+
+export interface Store {
+  readonly engine: string
+
+  /**
+   * Atomically reserves `amount` credits if the period's remaining balance covers it.
+   * The reservation is durable when the promise resolves.
+   */
+  reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }>
+  /** Turns a reservation into a charge; durable when the promise resolves. Idempotent. */
+  commitCredits(reservationId: string): Promise<void>
+  /** Gives a pending reservation back (refund). Idempotent; a committed one is refunded too. */
+  releaseCredits(reservationId: string): Promise<void>
+  /** Partially refunds a committed or pending reservation (batch items that failed). */
+  refundPart(reservationId: string, amount: number): Promise<void>
+  balance(projectId: string, period: string, allocation: number): Promise<CreditBalance>
+  /** Releases reservations a crashed process left pending; returns how many. */
+  recoverPendingReservations(): Promise<number>
+
+  recordUsage(event: UsageEvent): Promise<void>
+  queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]>
+
+  /** Token bucket: `capacity` tokens, refilled at `refillPerSecond`. */
+  takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision>
+
+  /** Durable documents for plugins (event items, settlement records). */
+  documents(collection: string): DocumentCollection
+
+  close(): Promise<void>
+}
+
+export interface StoredDocument<T> {
+  key: string
+  owner: string
+  doc: T
+  createdAt: number
+  updatedAt: number
+}
+
+export interface DocumentCollection {
+  /** Inserts unless the key exists. Returns the stored document and whether it was created. */
+  insertIfAbsent<T>(key: string, owner: string, doc: T): Promise<{ created: boolean; stored: StoredDocument<T> }>
+  get<T>(key: string): Promise<StoredDocument<T> | undefined>
+  /** Replaces an existing document; returns false when the key is absent. */
+  update<T>(key: string, doc: T): Promise<boolean>
+  /** Documents of one owner, oldest first. */
+  listByOwner<T>(owner: string, limit?: number): Promise<StoredDocument<T>[]>
+  delete(key: string): Promise<boolean>
+}

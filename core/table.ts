@@ -1,0 +1,205 @@
+/**
+ * Builds the runtime route table from a validated config: the router, each route's plugin chain
+ * split by phase and sorted by priority, and the plugin instances. A table is immutable once
+ * built; a reload builds a new one beside it and swaps.
+ */
+import type { Logger } from 'pino'
+import type { GatewayConfig, PluginEntry, RouteConfig } from './config/types.ts'
+import type { ConfigIssue } from './config/source.ts'
+import { Router } from './router.ts'
+import type { AdminHandler, BodyNeed, ErrorFormatter, PluginDefinition, PluginInit, PluginInstance, RequestContext } from './plugin.ts'
+import { ProjectDirectory, type Project, type Scope } from './projects.ts'
+import type { Store } from './store/types.ts'
+import type { UpstreamHandle } from './http/upstreams.ts'
+import { type CoreMetrics, RouteMetrics } from './metrics.ts'
+import { jsonErrorFormat } from './error-format.ts'
+
+export type Step = (ctx: RequestContext) => void | Promise<void>
+
+export interface CompiledRoute {
+  name: string
+  config: RouteConfig
+  /** Pattern segments, for building the redacted path. */
+  pattern: readonly string[]
+  rewrite?: (params: Readonly<Record<string, string>>) => string
+  handler?: PluginInstance
+  request: Step[]
+  body: Step[]
+  response: Step[]
+  done: Step[]
+  bodyNeed?: BodyNeed
+  /** Accepted request media types when the body is read (415 otherwise); empty = any. */
+  contentTypes: string[]
+  wantsResponseBody: boolean
+  maxBodyBytes: number
+  errorFormat: ErrorFormatter
+  metrics: RouteMetrics
+}
+
+export interface AdminRoute {
+  method: 'GET' | 'POST'
+  path: string
+  handler: AdminHandler
+}
+
+export interface Table {
+  config: GatewayConfig
+  router: Router<CompiledRoute>
+  routes: CompiledRoute[]
+  projects: ProjectDirectory
+  instances: PluginInstance[]
+  adminRoutes: AdminRoute[]
+  /** Error format used before a route is known (404, 405, bad path). */
+  defaultErrorFormat: ErrorFormatter
+  /** Requests still running on this table; it is closed when retired and this reaches 0. */
+  inFlight: number
+  retired: boolean
+}
+
+export interface BuildDeps {
+  log: Logger
+  metrics: CoreMetrics
+  store: Store
+  upstreams: ReadonlyMap<string, UpstreamHandle>
+  plugins: Map<string, PluginDefinition>
+  /** Source position of a config path, for build errors. */
+  locate(path: readonly (string | number)[]): { line: number; column: number }
+}
+
+export function toProjects(config: GatewayConfig): Project[] {
+  return config.projects.map((p) => ({
+    id: p.id,
+    name: p.name ?? p.id,
+    plan: p.plan,
+    scopes: new Set(p.scopes as Scope[]),
+    credits: p.credits,
+    features: p.features,
+    secretHash: p.secretHash,
+    keys: p.keys.map((k) => ({ label: k.label, hash: k.hash, disabled: k.disabled, expiresAt: k.expiresAt ? Date.parse(k.expiresAt) : undefined })),
+    settings: p.settings,
+  }))
+}
+
+function compileRewrite(template: string): (params: Readonly<Record<string, string>>) => string {
+  const parts = template.split('/').map((part) => {
+    if (part.startsWith(':')) return (p: Readonly<Record<string, string>>) => encodeURIComponent(p[part.slice(1)] ?? '')
+    if (part.startsWith('*')) return (p: Readonly<Record<string, string>>) => (p[part.slice(1)] ?? '').split('/').map(encodeURIComponent).join('/')
+    return () => part
+  })
+  return (params) => parts.map((part) => part(params)).join('/') || '/'
+}
+
+function errorFormats(plugins: Map<string, PluginDefinition>): Map<string, ErrorFormatter> {
+  const formats = new Map<string, ErrorFormatter>([['json', jsonErrorFormat]])
+  for (const plugin of plugins.values()) for (const [name, format] of Object.entries(plugin.errorFormats ?? {})) formats.set(name, format)
+  return formats
+}
+
+export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promise<{ table?: Table; issues: ConfigIssue[] }> {
+  const issues: ConfigIssue[] = []
+  const projects = new ProjectDirectory(toProjects(config))
+  const instances: PluginInstance[] = []
+  const adminRoutes: AdminRoute[] = []
+  const formats = errorFormats(deps.plugins)
+  const fail = (entry: PluginEntry | undefined, route: RouteConfig | undefined, message: string) =>
+    issues.push({
+      file: config.file.split('/').pop()!,
+      ...deps.locate(entry?.path ?? route?.configPath ?? []),
+      path: entry?.path ?? route?.configPath ?? [],
+      subject: entry?.name,
+      message,
+    })
+
+  const instantiate = async (entry: PluginEntry, route: RouteConfig): Promise<PluginInstance | undefined> => {
+    const init: PluginInit = {
+      routeName: route.name,
+      routeParams: (route.path.match(/[:*][A-Za-z0-9_]+/g) ?? []).map((p) => p.slice(1)),
+      route: { path: route.path, rewrite: route.rewrite, upstream: route.upstream, apiType: route.apiType },
+      log: deps.log.child({ plugin: entry.name, route: route.name }),
+      metrics: deps.metrics.registry,
+      store: deps.store,
+      projects,
+      upstream(name) {
+        const handle = deps.upstreams.get(name)
+        if (!handle) throw new Error(`unknown upstream "${name}"`)
+        return handle
+      },
+      upstreamNames: [...deps.upstreams.keys()],
+      configDir: config.dir,
+      adminRoute(method, path, handler) {
+        if (!adminRoutes.some((r) => r.method === method && r.path === path)) adminRoutes.push({ method, path, handler })
+      },
+    }
+    try {
+      const instance = await entry.definition.create(entry.config, init)
+      instances.push(instance)
+      return instance
+    } catch (error) {
+      fail(entry, route, (error as Error).message)
+      return undefined
+    }
+  }
+
+  const routes: CompiledRoute[] = []
+  for (const route of config.routes) {
+    const entries = [...config.plugins, ...route.plugins]
+      .filter((entry) => entry.enabled)
+      .map((entry, order) => ({ entry, order }))
+      .sort((a, b) => b.entry.definition.priority - a.entry.definition.priority || a.order - b.order)
+      .map(({ entry }) => entry)
+    const compiled: CompiledRoute = {
+      name: route.name,
+      config: route,
+      pattern: route.path.split('/').filter(Boolean),
+      rewrite: route.rewrite ? compileRewrite(route.rewrite) : undefined,
+      request: [],
+      body: [],
+      response: [],
+      done: [],
+      contentTypes: [],
+      wantsResponseBody: false,
+      maxBodyBytes: route.maxBodyBytes ?? config.server.limits.maxBodyBytes,
+      errorFormat: formats.get(route.errorFormat) ?? jsonErrorFormat,
+      metrics: new RouteMetrics(deps.metrics, route.name),
+    }
+    const all = route.handler ? [...entries, route.handler] : entries
+    for (const entry of all) {
+      const instance = await instantiate(entry, route)
+      if (!instance) continue
+      const needs = entry.definition.needs?.(entry.config) ?? {}
+      if (needs.body === 'json' || (needs.body === 'raw' && compiled.bodyNeed === undefined)) compiled.bodyNeed = needs.body
+      if (needs.contentTypes) compiled.contentTypes.push(...needs.contentTypes)
+      if (needs.responseBody) compiled.wantsResponseBody = true
+      if (entry === route.handler) {
+        if (!instance.handle) fail(entry, route, 'this plugin cannot be a route handler (it has no handle phase)')
+        compiled.handler = instance
+        continue
+      }
+      if (instance.request) compiled.request.push(instance.request.bind(instance))
+      if (instance.body) compiled.body.push(instance.body.bind(instance))
+      if (instance.response) compiled.response.push(instance.response.bind(instance))
+      if (instance.done) compiled.done.push(instance.done.bind(instance))
+    }
+    routes.push(compiled)
+  }
+
+  let router: Router<CompiledRoute> | undefined
+  try {
+    router = new Router(routes.map((route) => ({ methods: route.config.methods, path: route.config.path, value: route })))
+  } catch (error) {
+    fail(undefined, undefined, `routes: ${(error as Error).message}`)
+  }
+  if (issues.length || !router) {
+    await Promise.allSettled(instances.map((instance) => instance.close?.()))
+    return { issues }
+  }
+  return {
+    issues,
+    table: { config, router, routes, projects, instances, adminRoutes, defaultErrorFormat: jsonErrorFormat, inFlight: 0, retired: false },
+  }
+}
+
+/** Closes a retired table's plugin instances once its last request is done. */
+export async function closeTable(table: Table): Promise<void> {
+  await Promise.allSettled(table.instances.map((instance) => instance.close?.()))
+}

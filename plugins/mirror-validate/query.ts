@@ -1,0 +1,143 @@
+/**
+ * Reads a query string the way the mirror node's REST module does before validating it (facts
+ * from its `middleware/requestHandler.js`, express 5 + qs 6 with `arrayLimit` 100, and
+ * `utils.js::buildFilters`):
+ * - keys are lower-cased and values of keys that differ only in case are merged;
+ * - key order is JavaScript object order: array-index keys (`0`, `17`) first, ascending, then the
+ *   others in order of first appearance; this order decides the order of error messages;
+ * - keys named like `Object.prototype` members (`constructor`, `toString`) are dropped by qs;
+ * - `key[]` and `key[3]` are qs array syntax for `key`;
+ * - `order` and `result` values are lower-cased (the mirror canonicalises exactly these two).
+ */
+
+/** A query parameter value split into operator and value, e.g. `gte:10` -> `{ op: 'gte', value: '10' }`. */
+export interface QueryFilter {
+  key: string
+  op: string
+  value: string
+}
+
+export interface ParsedMirrorQuery {
+  /** Lower-cased key -> every value, in the mirror's key order. */
+  params: Map<string, string[]>
+  /** Set when qs itself refuses the query string (too many parameters or repeated values). */
+  parseError?: string
+}
+
+/** The mirror's `query.maxRepeatedQueryParameters` and qs's `parameterLimit`. */
+export const MAX_REPEATED_VALUES = 100
+const MAX_PARAMETERS = 1000
+
+const CANONICAL_LOWER_CASE = new Set(['order', 'result'])
+const ARRAY_SUFFIX = /\[\d*\]$/
+
+function isArrayIndex(key: string): boolean {
+  return /^(0|[1-9]\d*)$/.test(key) && Number(key) < 2 ** 32 - 1
+}
+
+function inObjectOrder<T>(map: Map<string, T>): Map<string, T> {
+  const keys = [...map.keys()]
+  const indexKeys = keys.filter(isArrayIndex).sort((a, b) => Number(a) - Number(b))
+  const ordered = new Map<string, T>()
+  for (const key of [...indexKeys, ...keys.filter((k) => !isArrayIndex(k))]) ordered.set(key, map.get(key)!)
+  return ordered
+}
+
+/**
+ * Groups a query the mirror's way.
+ * @example parseMirrorQuery(new URLSearchParams('Limit=5&order=DESC')).params // Map { 'limit' => ['5'], 'order' => ['desc'] }
+ */
+export function parseMirrorQuery(query: URLSearchParams): ParsedMirrorQuery {
+  const raw = new Map<string, string[]>()
+  let count = 0
+  for (const [rawKey, value] of query) {
+    count++
+    const key = rawKey.replace(ARRAY_SUFFIX, '')
+    if (key === '' || Object.prototype.hasOwnProperty.call(Object.prototype, key)) continue
+    const values = raw.get(key) ?? []
+    values.push(value)
+    raw.set(key, values)
+  }
+  const params = new Map<string, string[]>()
+  if (count > MAX_PARAMETERS) {
+    return { params, parseError: `Parameter limit exceeded. Only ${MAX_PARAMETERS} parameters allowed.` }
+  }
+  for (const values of raw.values()) {
+    if (values.length > MAX_REPEATED_VALUES) {
+      return { params, parseError: `Array limit exceeded. Only ${MAX_REPEATED_VALUES} elements allowed in an array.` }
+    }
+  }
+  for (const [key, values] of inObjectOrder(raw)) {
+    const lower = key.toLowerCase()
+    const canonical = CANONICAL_LOWER_CASE.has(lower) ? values.map((v) => v.toLowerCase()) : values
+    params.set(lower, [...(params.get(lower) ?? []), ...canonical])
+  }
+  return { params: inObjectOrder(params) }
+}
+
+/** `op:value` read from the right, as most mirror handlers do: `gt:lt:5` is `lt` `5`. */
+export function splitFromRight(key: string, text: string): QueryFilter {
+  const pieces = text.split(':')
+  const value = pieces.pop()!
+  return { key, op: pieces.pop() ?? 'eq', value }
+}
+
+/** `op:value` as the older validator reads it: more than one colon makes the value invalid (`null`). */
+export function splitStrict(key: string, text: string): QueryFilter | null {
+  const pieces = text.split(':')
+  if (pieces.length === 1) return { key, op: 'eq', value: pieces[0] }
+  if (pieces.length === 2) return { key, op: pieces[0], value: pieces[1] }
+  return null
+}
+
+const OPERATORS = new Set(['eq', 'ne', 'gt', 'gte', 'lt', 'lte'])
+const MAX_LONG = 2n ** 63n - 1n
+
+/** One of the six operators, case-sensitive as upstream. */
+export function isOperator(op: string): boolean {
+  return OPERATORS.has(op)
+}
+
+/** 1..2^63-1 (or 0.. with `allowZero`), at most 19 digits, no sign. */
+export function isPositiveLong(value: string, allowZero = false): boolean {
+  if (!/^\d{1,19}$/.test(value)) return false
+  const number = BigInt(value)
+  return number >= (allowZero ? 0n : 1n) && number <= MAX_LONG
+}
+
+/** `seconds` or `seconds.nanos`: up to 10 and 9 digits. */
+export function isTimestamp(value: string): boolean {
+  return /^\d{1,10}(\.\d{1,9})?$/.test(value)
+}
+
+/** Seconds.nanos text to integer nanoseconds (`'5.1'` -> 5100000000n). */
+export function timestampToNanos(value: string): bigint {
+  const [seconds, nanos = ''] = value.split('.')
+  return BigInt(seconds) * 1_000_000_000n + BigInt((nanos + '000000000').slice(0, 9))
+}
+
+/** `true`/`false` in any case, with the `eq` operator only. */
+export function isBooleanFilter(op: string, value: string): boolean {
+  return op === 'eq' && /^(true|false)$/i.test(value)
+}
+
+/** ED25519 (64 hex), ECDSA (66 hex) or DER-encoded ED25519 (88 hex), optional `0x`. */
+export function isPublicKey(value: string): boolean {
+  return /^(0x)?([0-9a-fA-F]{64}|[0-9a-fA-F]{66}|[0-9a-fA-F]{88})$/.test(value)
+}
+
+/** `base64`, `utf-8` or `utf8`, any case. */
+export function isEncoding(value: string): boolean {
+  const lower = value.toLowerCase()
+  return lower === 'base64' || /^utf-?8$/.test(lower)
+}
+
+/** 0..2^31-1, at most 10 digits. */
+export function isNonNegativeInt32(value: string): boolean {
+  return /^\d{1,10}$/.test(value) && Number(value) <= 2 ** 31 - 1
+}
+
+/** Case-insensitive membership. */
+export function isOneOf(value: string, allowed: readonly string[]): boolean {
+  return allowed.includes(value.toLowerCase())
+}

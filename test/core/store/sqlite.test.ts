@@ -1,0 +1,295 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { openSqliteStore, type SqliteStore, type SqliteStoreOptions } from '../../../core/store/sqlite.ts'
+import { periodBounds, periodKey } from '../../../core/store/periods.ts'
+import type { CreditReservation } from '../../../core/store/types.ts'
+
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
+
+function tempDir(t: Tap.Test): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tollgate-store-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+function openStore(t: Tap.Test, options: Partial<SqliteStoreOptions> = {}): SqliteStore {
+  const store = openSqliteStore({ dataDir: tempDir(t), ...options })
+  t.teardown(() => store.close())
+  return store
+}
+
+function reservation(id: string, fields: Partial<CreditReservation> = {}): CreditReservation {
+  return { id, projectId: 'demo', period: '2026-11', allocation: 100, amount: 1, apiType: 'MIRROR', ...fields }
+}
+
+t.test('periods are UTC keys that sort in time order', async (t) => {
+  const at = Date.UTC(2026, 10, 21, 9, 30, 15)
+  t.equal(periodKey('month', at), '2026-11')
+  t.equal(periodKey('day', at), '2026-11-21')
+  t.equal(periodKey('hour', at), '2026-11-21T09')
+  t.equal(periodKey('month', Date.UTC(2026, 11, 31, 23, 59, 59, 999)), '2026-12')
+  t.equal(periodKey('month', Date.UTC(2027, 0, 1)), '2027-01')
+  t.same(periodBounds('month', Date.UTC(2026, 11, 15)), { key: '2026-12', startMs: Date.UTC(2026, 11, 1), endMs: Date.UTC(2027, 0, 1) })
+  t.same(periodBounds('day', at), { key: '2026-11-21', startMs: Date.UTC(2026, 10, 21), endMs: Date.UTC(2026, 10, 22) })
+  t.same(periodBounds('hour', at), { key: '2026-11-21T09', startMs: Date.UTC(2026, 10, 21, 9), endMs: Date.UTC(2026, 10, 21, 10) })
+  t.throws(() => periodKey('month', Number.NaN), RangeError)
+})
+
+t.test('no overspend: 1,000 concurrent reservations against 100 credits', async (t) => {
+  const store = openStore(t)
+  const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => store.reserveCredits(reservation(`r${i}`))))
+  t.equal(results.filter((r) => r.ok).length, 100, 'exactly 100 accepted')
+  t.equal(results.filter((r) => !r.ok).length, 900, 'exactly 900 refused')
+  const refused = results.find((r) => !r.ok)!
+  t.same(refused.balance, { projectId: 'demo', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
+  t.same(await store.balance('demo', '2026-11', 100), { projectId: 'demo', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
+  t.equal((await store.balance('other', '2026-11', 100)).used, 0, 'other projects are untouched')
+})
+
+t.test('reservation lifecycle: reserve, commit, release, partial refund', async (t) => {
+  const store = openStore(t, { clock: () => 1_700_000_000_000 })
+
+  const first = await store.reserveCredits(reservation('a', { amount: 10 }))
+  t.ok(first.ok)
+  t.same(first.balance, { projectId: 'demo', period: '2026-11', allocation: 100, used: 10, remaining: 90 }, 'a pending reservation counts at once')
+  t.same(await store.getReservation('a'), {
+    id: 'a', projectId: 'demo', period: '2026-11', apiType: 'MIRROR', amount: 10, charged: 10, state: 'pending', createdAt: 1_700_000_000_000,
+  })
+
+  await store.commitCredits('a')
+  await store.commitCredits('a')
+  t.equal((await store.getReservation('a'))!.state, 'committed')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 10, 'commit is idempotent and does not charge again')
+
+  await store.refundPart('a', 3)
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 7, 'a failed batch item is refunded')
+  await store.refundPart('a', 50)
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 0, 'partial refunds never go below zero')
+  t.equal((await store.getReservation('a'))!.charged, 0)
+
+  t.ok((await store.reserveCredits(reservation('b', { amount: 20 }))).ok)
+  await store.commitCredits('b')
+  await store.releaseCredits('b')
+  await store.releaseCredits('b')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 0, 'a committed reservation is refunded exactly once')
+  await store.commitCredits('b')
+  t.equal((await store.getReservation('b'))!.state, 'released', 'commit after release changes nothing')
+  await store.refundPart('b', 5)
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 0, 'refundPart after release changes nothing')
+
+  t.ok((await store.reserveCredits(reservation('c', { amount: 30 }))).ok)
+  await store.refundPart('c', 10)
+  await store.releaseCredits('c')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 0, 'release after a partial refund returns only the rest')
+
+  await store.releaseCredits('unknown')
+  await store.commitCredits('unknown')
+  await store.refundPart('unknown', 1)
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 0, 'unknown ids are no-ops')
+
+  t.ok((await store.reserveCredits(reservation('d', { amount: 5 }))).ok)
+  await t.rejects(store.reserveCredits(reservation('d', { amount: 5 })), 'a reused id is refused')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 5, 'and charges nothing')
+  await t.rejects(store.reserveCredits(reservation('e', { amount: -1 })), RangeError)
+  await t.rejects(store.reserveCredits(reservation('e', { amount: Number.NaN })), RangeError)
+  await t.rejects(store.refundPart('d', -1), RangeError)
+})
+
+t.test('the allocation comes from each call: a raised allocation applies at once', async (t) => {
+  const store = openStore(t)
+  t.ok((await store.reserveCredits(reservation('a', { amount: 10, allocation: 10 }))).ok)
+  t.notOk((await store.reserveCredits(reservation('b', { amount: 1, allocation: 10 }))).ok)
+  t.ok((await store.reserveCredits(reservation('c', { amount: 1, allocation: 20 }))).ok)
+  t.notOk((await store.reserveCredits(reservation('d', { amount: 50, allocation: 40 }))).ok, 'a first charge above the allocation is refused')
+  t.same(await store.balance('demo', '2026-11', 5), { projectId: 'demo', period: '2026-11', allocation: 5, used: 11, remaining: 0 })
+})
+
+t.test('periods roll over: late commits and releases touch the reservation period only', async (t) => {
+  let now = Date.UTC(2026, 10, 30, 23, 59, 59, 900)
+  const store = openStore(t, { clock: () => now })
+  const november = periodKey('month', now)
+  t.ok((await store.reserveCredits(reservation('late-commit', { period: november, amount: 40 }))).ok)
+  t.ok((await store.reserveCredits(reservation('late-release', { period: november, amount: 60 }))).ok)
+  t.notOk((await store.reserveCredits(reservation('no-room', { period: november }))).ok, 'November is full')
+
+  now = Date.UTC(2026, 11, 1, 0, 0, 0, 100)
+  const december = periodKey('month', now)
+  t.equal(december, '2026-12')
+  t.ok((await store.reserveCredits(reservation('fresh', { period: december, amount: 100 }))).ok, 'December starts with its full allocation')
+  await store.commitCredits('late-commit')
+  await store.releaseCredits('late-release')
+
+  t.equal((await store.balance('demo', november, 100)).used, 40, 'the commit stays charged to November, the release refunds November')
+  t.equal((await store.balance('demo', december, 100)).used, 100, 'December is neither refunded nor double-charged')
+})
+
+t.test('recoverPendingReservations refunds what a dead process left pending', async (t) => {
+  const dataDir = tempDir(t)
+  const before = openSqliteStore({ dataDir })
+  for (const id of ['p1', 'p2', 'c1']) t.ok((await before.reserveCredits(reservation(id, { amount: 10 }))).ok)
+  t.ok((await before.reserveCredits(reservation('other', { projectId: 'other', period: '2026-10', amount: 7 }))).ok)
+  await before.commitCredits('c1')
+  await before.close()
+
+  const after = openSqliteStore({ dataDir })
+  t.teardown(() => after.close())
+  t.equal((await after.balance('demo', '2026-11', 100)).used, 30, 'reservations survive a restart')
+  t.equal(await after.recoverPendingReservations(), 3)
+  t.equal((await after.balance('demo', '2026-11', 100)).used, 10, 'only the committed charge stays')
+  t.equal((await after.balance('other', '2026-10', 100)).used, 0)
+  t.equal((await after.getReservation('p1'))!.state, 'released')
+  t.equal(await after.recoverPendingReservations(), 0, 'a second recovery finds nothing')
+})
+
+t.test('settled reservations are swept after the retention, pending ones and balances stay', async (t) => {
+  let now = 1_000_000
+  const store = openStore(t, { clock: () => now, reservationRetentionMs: 60_000 })
+  for (let i = 0; i < 300; i++) {
+    t.ok((await store.reserveCredits(reservation(`r${i}`, { allocation: 1000 }))).ok)
+    if (i % 3 === 0) await store.commitCredits(`r${i}`)
+    if (i % 3 === 1) await store.releaseCredits(`r${i}`)
+  }
+  t.equal(await store.sweepReservations(), 0, 'nothing is old enough yet')
+  now += 60_001
+  t.equal(await store.sweepReservations(), 200)
+  t.equal((await store.getReservation('r0')), undefined)
+  t.equal((await store.getReservation('r2'))!.state, 'pending', 'pending reservations are never swept')
+  t.equal((await store.balance('demo', '2026-11', 1000)).used, 200, 'balances are unchanged by the sweep')
+})
+
+t.test('usage aggregates per project, apiType and UTC hour; day sums UTC days', async (t) => {
+  const store = openStore(t)
+  const day1 = Date.UTC(2026, 10, 21)
+  const hour = 3_600_000
+  const event = (at: number, apiType: string, requests: number, credits: number, errors: number, projectId = 'demo') =>
+    store.recordUsage({ projectId, apiType, at, requests, credits, errors })
+  await event(day1 + 9 * hour + 5, 'MIRROR', 1, 2, 0)
+  await event(day1 + 9 * hour + 59 * 60_000, 'MIRROR', 1, 2, 1)
+  await event(day1 + 9 * hour + 10, 'EVENTS', 3, 9, 0)
+  await event(day1 + 23 * hour + 1, 'MIRROR', 1, 5, 0)
+  await event(day1 + 24 * hour, 'MIRROR', 2, 4, 0)
+  await event(day1 + 9 * hour, 'MIRROR', 100, 100, 100, 'other')
+
+  t.same(await store.queryUsage('demo', day1, day1 + 48 * hour, 'hour'), [
+    { bucket: '2026-11-21T09:00:00.000Z', apiType: 'EVENTS', requests: 3, credits: 9, errors: 0 },
+    { bucket: '2026-11-21T09:00:00.000Z', apiType: 'MIRROR', requests: 2, credits: 4, errors: 1 },
+    { bucket: '2026-11-21T23:00:00.000Z', apiType: 'MIRROR', requests: 1, credits: 5, errors: 0 },
+    { bucket: '2026-11-22T00:00:00.000Z', apiType: 'MIRROR', requests: 2, credits: 4, errors: 0 },
+  ])
+  t.same(await store.queryUsage('demo', day1 + 12 * hour, day1 + 30 * hour, 'day'), [
+    { bucket: '2026-11-21T00:00:00.000Z', apiType: 'EVENTS', requests: 3, credits: 9, errors: 0 },
+    { bucket: '2026-11-21T00:00:00.000Z', apiType: 'MIRROR', requests: 3, credits: 9, errors: 1 },
+    { bucket: '2026-11-22T00:00:00.000Z', apiType: 'MIRROR', requests: 2, credits: 4, errors: 0 },
+  ], 'days overlapping the range are returned whole')
+  t.same(await store.queryUsage('demo', day1 + 10 * hour, day1 + 23 * hour, 'hour'), [], 'hours outside the range are left out')
+  t.same(await store.queryUsage('nobody', 0, day1 * 2, 'day'), [])
+  await t.rejects(store.recordUsage({ projectId: 'demo', apiType: 'X', at: day1, requests: Number.NaN, credits: 0, errors: 0 }), RangeError)
+})
+
+t.test('usage and documents survive close and reopen', async (t) => {
+  const dataDir = tempDir(t)
+  const first = openSqliteStore({ dataDir, usageFlushMs: 60_000 })
+  await first.recordUsage({ projectId: 'demo', apiType: 'MIRROR', at: Date.UTC(2026, 0, 1, 5), requests: 1, credits: 3, errors: 0 })
+  await first.documents('settlements').insertIfAbsent('tx1', 'payer', { amount: '5' })
+  await first.close()
+  await first.close()
+  const second = openSqliteStore({ dataDir })
+  t.teardown(() => second.close())
+  t.same(await second.queryUsage('demo', Date.UTC(2026, 0, 1), Date.UTC(2026, 0, 2), 'day'), [
+    { bucket: '2026-01-01T00:00:00.000Z', apiType: 'MIRROR', requests: 1, credits: 3, errors: 0 },
+  ], 'buffered usage is written on close')
+  t.same((await second.documents('settlements').get('tx1'))!.doc, { amount: '5' })
+})
+
+t.test('documents: atomic insertIfAbsent, update, listByOwner oldest first, delete', async (t) => {
+  let now = 5_000
+  const store = openStore(t, { clock: () => now })
+  const items = store.documents('items')
+
+  const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => items.insertIfAbsent('k1', 'alice', { racer: i })))
+  t.equal(racers.filter((r) => r.created).length, 1, 'concurrent duplicate inserts make one record')
+  t.ok(racers.every((r) => (r.stored.doc as { racer: number }).racer === 0), 'every caller sees the winner')
+  t.same(racers[0]!.stored, { key: 'k1', owner: 'alice', doc: { racer: 0 }, createdAt: 5_000, updatedAt: 5_000 })
+
+  now = 6_000
+  await items.insertIfAbsent('k2', 'alice', { n: 2 })
+  await items.insertIfAbsent('k0', 'alice', { n: 0 })
+  await items.insertIfAbsent('b1', 'bob', { n: 1 })
+  t.same((await store.documents('other').get('k1')), undefined, 'collections are separate')
+
+  now = 7_000
+  t.equal(await items.update('k1', { racer: 'updated' }), true)
+  t.equal(await items.update('missing', {}), false)
+  t.same(await items.get('k1'), { key: 'k1', owner: 'alice', doc: { racer: 'updated' }, createdAt: 5_000, updatedAt: 7_000 })
+
+  t.same((await items.listByOwner('alice')).map((d) => d.key), ['k1', 'k2', 'k0'], 'oldest first, ties in insertion order')
+  t.same((await items.listByOwner('alice', 2)).map((d) => d.key), ['k1', 'k2'])
+  t.same(await items.listByOwner('carol'), [])
+
+  t.equal(await items.delete('k2'), true)
+  t.equal(await items.delete('k2'), false)
+  t.equal(await items.get('k2'), undefined)
+  await t.rejects(items.insertIfAbsent('bad', 'alice', undefined), TypeError)
+})
+
+t.test('takeToken delegates to the in-process buckets on the store clock', async (t) => {
+  let now = 0
+  const store = openStore(t, { clock: () => now })
+  t.match(await store.takeToken('k', 2, 1), { allowed: true, limit: 2, remaining: 1 })
+  t.match(await store.takeToken('k', 2, 1), { allowed: true, remaining: 0 })
+  t.match(await store.takeToken('k', 2, 1), { allowed: false, remaining: 0, retryAfterSeconds: 1, resetSeconds: 2 })
+  now += 1000
+  t.match(await store.takeToken('k', 2, 1), { allowed: true })
+})
+
+t.test('durability: every commit a killed process reported is on disk', async (t) => {
+  const dataDir = tempDir(t)
+  const script = path.join(repoRoot, 'test/core/store/fixtures/reserve-commit-loop.ts')
+  const child = spawn(process.execPath, ['--import', 'tsx', script, dataDir], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] })
+  const printed: string[] = []
+  let partial = ''
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)))
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\n')
+    partial = lines.pop()!
+    printed.push(...lines)
+    if (printed.length >= 3000 && !child.killed) child.kill('SIGKILL')
+  })
+  t.equal(await exited, 'SIGKILL', 'the child was killed mid-loop')
+  t.ok(printed.length >= 3000)
+
+  const store = openSqliteStore({ dataDir })
+  t.teardown(() => store.close())
+  const states = new Map<string, string>()
+  // The child may have committed one id it had not printed yet, and reserved one more.
+  for (let i = 0; i < printed.length + 2; i++) {
+    const found = await store.getReservation(`r-${i}`)
+    if (found !== undefined) states.set(found.id, found.state)
+  }
+  const lost = printed.filter((id) => states.get(id) !== 'committed')
+  t.same(lost, [], 'every printed id is committed')
+  await store.recoverPendingReservations()
+  const committed = [...states.values()].filter((s) => s === 'committed').length
+  const { used } = await store.balance('crash', '2026-11', 1e9)
+  t.ok(used >= printed.length, `ledger used ${used} >= printed ${printed.length}`)
+  t.equal(used, committed, 'ledger used equals the committed rows')
+})
+
+t.test('measurement (printed, not asserted): reserve + commit pairs', async (t) => {
+  const store = openStore(t)
+  const pairs = 20_000
+  const started = process.hrtime.bigint()
+  for (let i = 0; i < pairs; i++) {
+    const id = `bench-${i}`
+    await store.reserveCredits(reservation(id, { allocation: 1e12 }))
+    await store.commitCredits(id)
+  }
+  const micros = Number(process.hrtime.bigint() - started) / 1000 / pairs
+  t.comment(`reserve+commit: ${micros.toFixed(1)} µs per pair over ${pairs} pairs`)
+  t.pass('measured')
+})

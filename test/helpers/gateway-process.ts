@@ -1,0 +1,95 @@
+/**
+ * Starts a real gateway process (`bin/tollgate.js start`) on 127.0.0.1 port 0 with a config
+ * written to a temp dir, and reads its addresses from the startup log line.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, writeFileSync, renameSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export const BIN = fileURLToPath(new URL('../../bin/tollgate.js', import.meta.url))
+
+export interface GatewayProcess {
+  url: string
+  adminUrl: string
+  dir: string
+  configFile: string
+  child: ChildProcess
+  /** Every stdout+stderr line so far. */
+  output: string[]
+  /** Resolves with the exit code. */
+  exited: Promise<number | null>
+  /** Sends a signal and waits for exit. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+  /** Writes a new config (atomically, by rename). */
+  writeConfig(text: string): void
+  /** Waits until a log line matches. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>
+}
+
+/** `{{DIR}}` in the config text is replaced by the temp dir. */
+export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string } = {}): Promise<GatewayProcess> {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'tollgate-e2e-'))
+  const configFile = join(dir, 'gateway.yaml')
+  const write = (text: string) => {
+    writeFileSync(configFile + '.tmp', text.replaceAll('{{DIR}}', dir))
+    // rename is atomic: the watcher never sees a half-written file
+    renameSync(configFile + '.tmp', configFile)
+  }
+  write(configText)
+  const child = spawn(process.execPath, [BIN, 'start', '-c', configFile], {
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const output: string[] = []
+  const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = []
+  const onLine = (line: string) => {
+    output.push(line)
+    for (const waiter of [...waiters]) {
+      if (waiter.pattern.test(line)) {
+        waiters.splice(waiters.indexOf(waiter), 1)
+        waiter.resolve(line)
+      }
+    }
+  }
+  for (const stream of [child.stdout!, child.stderr!]) {
+    let buffer = ''
+    stream.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString()
+      let nl
+      while ((nl = buffer.indexOf('\n')) !== -1) {
+        onLine(buffer.slice(0, nl))
+        buffer = buffer.slice(nl + 1)
+      }
+    })
+  }
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const waitFor = (pattern: RegExp, timeoutMs = 20000) =>
+    new Promise<string>((resolve, reject) => {
+      const found = output.find((line) => pattern.test(line))
+      if (found) return resolve(found)
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern}; output:\n${output.join('\n')}`)), timeoutMs)
+      waiters.push({ pattern, resolve: (line) => (clearTimeout(timer), resolve(line)) })
+      void exited.then((code) => {
+        clearTimeout(timer)
+        reject(new Error(`gateway exited (${code}) before ${pattern}; output:\n${output.join('\n')}`))
+      })
+    })
+  const started = JSON.parse(await waitFor(/tollgate started/))
+  return {
+    url: started.address,
+    adminUrl: started.admin,
+    dir,
+    configFile,
+    child,
+    output,
+    exited,
+    waitFor,
+    writeConfig: write,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+      return exited
+    },
+  }
+}
