@@ -55,6 +55,10 @@ export class CoreMetrics {
   constructor() {
     this.registry.setDefaultLabels({})
     collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' })
+    // prom-client names these gauges `_total`, which promtool rejects for non-counters.
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+      this.registry.removeSingleMetric(`tollgate_${name}`)
+    }
     this.reloads.inc({ result: 'success' }, 0)
     this.reloads.inc({ result: 'failure' }, 0)
   }

@@ -123,8 +123,10 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
       await runSteps(route.request, ctx)
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
       if (!route.rewrite && ctx.secretParams.size && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
-      if (!ctx.answered && route.bodyNeed) await readRequestBody(route, ctx, req)
-      if (!ctx.answered && route.body.length) await runSteps(route.body, ctx)
+      if (!ctx.answered && route.bodyNeed) {
+        await readRequestBody(route, ctx, req)
+        await runSteps(route.body, ctx)
+      }
       if (!ctx.answered) await target(deps, route, ctx, req, res)
     } catch (thrown) {
       ctx.error = toGatewayError(thrown)

@@ -77,28 +77,28 @@ export function upstreamFailure(error: unknown, upstream: string): GatewayError 
 }
 
 /** Streams the client's body upstream, enforcing the cap even without a Content-Length. */
-function streamedBody(req: IncomingMessage, maxBytes: number): IncomingMessage | undefined {
+function streamedBody(req: IncomingMessage, maxBytes: number): IncomingMessage | AsyncIterable<Buffer> | undefined {
   const length = req.headers['content-length']
   const chunked = req.headers['transfer-encoding'] !== undefined
   if (!chunked && (length === undefined || length === '0')) return undefined
   if (length !== undefined && Number(length) > maxBytes) {
     throw errors.bodyTooLarge(`request body of ${length} bytes exceeds the limit of ${maxBytes} bytes`)
   }
-  if (chunked) {
-    let received = 0
-    const count = (chunk: Buffer) => {
-      received += chunk.length
-      if (received > maxBytes) {
-        req.off('data', count)
-        const failure = Object.assign(new Error('body too large'), {
-          [BODY_TOO_LARGE]: errors.bodyTooLarge(`request body exceeds the limit of ${maxBytes} bytes`),
-        })
-        req.destroy(failure)
-      }
+  // With a Content-Length, node's parser already bounds the body; only chunked bodies need counting.
+  return chunked ? countedBody(req, maxBytes) : req
+}
+
+async function* countedBody(req: IncomingMessage, maxBytes: number): AsyncIterable<Buffer> {
+  let received = 0
+  for await (const chunk of req) {
+    received += (chunk as Buffer).length
+    if (received > maxBytes) {
+      throw Object.assign(new Error('body too large'), {
+        [BODY_TOO_LARGE]: errors.bodyTooLarge(`request body exceeds the limit of ${maxBytes} bytes`),
+      })
     }
-    req.on('data', count)
+    yield chunk as Buffer
   }
-  return req
 }
 
 export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse, upstream: UpstreamHandle, options: ForwardOptions): Promise<void> {

@@ -47,6 +47,15 @@ export interface SqliteStoreOptions {
   usageFlushMs?: number
   /** Settled reservations are kept this long for late refunds, then swept (default 10 minutes). */
   reservationRetentionMs?: number
+  /**
+   * Hold the database lock for the store's lifetime (default true). Saves the lock syscalls of every
+   * transaction (about a third of the cost of a reserve + commit) and guarantees one process owns the
+   * ledger, which recoverPendingReservations relies on. Other processes cannot read the file meanwhile;
+   * set false to let tooling read it live.
+   */
+  exclusive?: boolean
+  /** How long opening waits for another process to let go of the database (default 5000 ms). */
+  lockTimeoutMs?: number
   /** Most rate-limit buckets held in memory (default 100,000). */
   maxRateBuckets?: number
   /** Failures of background work (usage flush, sweep). Default: a process warning. */
@@ -98,11 +107,21 @@ export class SqliteStore implements Store {
     this.onBackgroundError = options.onBackgroundError ?? ((error) => process.emitWarning(error as Error, 'TollgateStoreWarning'))
 
     this.db = new Database(this.file)
-    this.db.pragma('journal_mode = WAL')
+    // Another process may hold the lock briefly (a gateway still shutting down, tooling reading usage).
+    this.db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.lockTimeoutMs ?? 5000))}`)
+    // Must precede the switch to WAL: then the WAL index lives in process memory, not in a shared file.
+    if (options.exclusive ?? true) this.db.pragma('locking_mode = EXCLUSIVE')
+    try {
+      this.db.pragma('journal_mode = WAL')
+    } catch (error) {
+      this.db.close()
+      if ((error as { code?: string }).code === 'SQLITE_BUSY') {
+        throw new Error(`${this.file} is locked by another process (is another gateway running on this data dir?)`, { cause: error })
+      }
+      throw error
+    }
     // See the top of this file: commits survive a process crash, only power loss can drop the last ones.
     this.db.pragma('synchronous = NORMAL')
-    // Another process (the CLI reading usage) may hold the lock briefly.
-    this.db.pragma('busy_timeout = 5000')
     this.db.pragma('cache_size = -32768')
     // After a checkpoint resets the WAL, shrink the file back so it does not keep its peak size.
     this.db.pragma('journal_size_limit = 67108864')

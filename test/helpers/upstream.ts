@@ -58,7 +58,7 @@ export async function startTestUpstream(): Promise<TestUpstream> {
         }
         return tick()
       }
-      res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=5', 'x-upstream': 'yes' })
+      res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=77', 'x-upstream': 'yes' })
       res.end(JSON.stringify({ method: req.method, url: req.url, bytes: body.length }))
     })
   })
