@@ -46,7 +46,8 @@ export class ConfigSource {
     this.label = basename(file)
     this.text = text ?? readFileSync(file, 'utf8')
     this.#doc = parseDocument(this.text, { lineCounter: this.#lines, prettyErrors: false, uniqueKeys: true })
-    for (const error of this.#doc.errors) {
+    // After the first few syntax errors the rest are cascades of the same mistake.
+    for (const error of this.#doc.errors.slice(0, 3)) {
       const [start] = error.pos
       this.issues.push({ ...this.#position(start), file: this.label, path: [], message: error.message.split('\n')[0] })
     }
