@@ -11,7 +11,8 @@ export class Context implements RequestContext {
   readonly id: string
   readonly method: string
   path: string
-  readonly query: URLSearchParams
+  readonly #rawQuery: string
+  #query?: URLSearchParams
   readonly headers: IncomingHttpHeaders
   readonly clientIp: string
   routeName = '-'
@@ -47,9 +48,19 @@ export class Context implements RequestContext {
     this.method = method
     this.path = path
     this.redactedPath = path
-    this.query = new URLSearchParams(rawQuery)
+    this.#rawQuery = rawQuery
     this.headers = headers
     this.clientIp = clientIp
+  }
+
+  /** Parsed on first use: most routes never read the query. */
+  get query(): URLSearchParams {
+    return (this.#query ??= new URLSearchParams(this.#rawQuery))
+  }
+
+  /** The query string as the client sent it, without `?`. */
+  get rawQuery(): string {
+    return this.#rawQuery
   }
 
   /** Created on first use: most requests never need one, and each costs on the hot path. */

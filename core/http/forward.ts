@@ -102,7 +102,7 @@ async function* countedBody(req: IncomingMessage, maxBytes: number): AsyncIterab
 }
 
 export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse, upstream: UpstreamHandle, options: ForwardOptions): Promise<void> {
-  const query = ctx.upstreamQuery ?? ctx.query.toString()
+  const query = ctx.upstreamQuery ?? ctx.rawQuery
   const path = upstream.basePath + (ctx.upstreamPath ?? ctx.path) + (query ? `?${query}` : '')
   const body = ctx.body ? ctx.body.raw : streamedBody(req, options.maxBodyBytes)
   const dispatchOptions: Dispatcher.DispatchOptions = {
@@ -110,7 +110,8 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     path,
     method: (ctx.upstreamMethod ?? ctx.method) as Dispatcher.HttpMethod,
     headers: upstreamRequestHeaders(ctx, req, options.trustProxy),
-    body: body ?? null,
+    // undici accepts async iterables as bodies; its typings only list streams and buffers.
+    body: (body ?? null) as Dispatcher.DispatchOptions['body'],
   }
   const started = performance.now()
   return new Promise<void>((resolve, reject) => {

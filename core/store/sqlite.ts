@@ -15,6 +15,10 @@
  * statement prepared once) and exposed as async to match the {@link Store} interface. Because no
  * await separates a check from its write, each operation is atomic by construction.
  *
+ * Locking. By default the connection holds the database lock for its lifetime (`locking_mode =
+ * EXCLUSIVE`, WAL index in process memory): no lock syscalls per transaction, and a second gateway
+ * pointed at the same data dir fails at open instead of sharing (and double-recovering) the ledger.
+ *
  * After a crash, call {@link SqliteStore.recoverPendingReservations} once at start to refund the
  * reservations of requests that died with the process.
  */
@@ -120,16 +124,20 @@ export class SqliteStore implements Store {
       }
       throw error
     }
-    // See the top of this file: commits survive a process crash, only power loss can drop the last ones.
-    this.db.pragma('synchronous = NORMAL')
-    this.db.pragma('cache_size = -32768')
-    // After a checkpoint resets the WAL, shrink the file back so it does not keep its peak size.
-    this.db.pragma('journal_size_limit = 67108864')
-
-    this.credits = new SqliteCreditLedger(this.db)
     const usageFlushMs = options.usageFlushMs ?? 1000
-    this.usage = new SqliteUsageLog(this.db, usageFlushMs)
-    this.documentStmts = prepareDocumentStatements(this.db)
+    try {
+      // See the top of this file: commits survive a process crash, only power loss can drop the last ones.
+      this.db.pragma('synchronous = NORMAL')
+      this.db.pragma('cache_size = -32768')
+      // After a checkpoint resets the WAL, shrink the file back so it does not keep its peak size.
+      this.db.pragma('journal_size_limit = 67108864')
+      this.credits = new SqliteCreditLedger(this.db)
+      this.usage = new SqliteUsageLog(this.db, usageFlushMs)
+      this.documentStmts = prepareDocumentStatements(this.db)
+    } catch (error) {
+      this.db.close()
+      throw error
+    }
     this.buckets = new TokenBuckets({ maxBuckets: options.maxRateBuckets, clock: this.clock })
 
     if (usageFlushMs > 0) this.every(usageFlushMs, () => this.usage.flush())
