@@ -192,6 +192,16 @@ t.test('upstream down → 502, slow → 504, reset mid-body → cut; done once f
   t.equal(alive.status, 200)
 })
 
+t.test('nothing is retried: a reset answers 502 after exactly one upstream attempt', async (t) => {
+  for (const method of ['POST', 'GET']) {
+    upstream.received.length = 0
+    const res = await rawRequest(gw.url, '/echo/reset-before-answer', { method, body: method === 'POST' ? 'x' : undefined })
+    t.equal(res.status, 502, method)
+    t.equal(json(res).error.code, 'upstream_unavailable')
+    t.equal(upstream.received.length, 1, `${method} sent once`)
+  }
+})
+
 t.test('a client abort aborts the upstream request and done runs exactly once', async (t) => {
   const before = upstream.received.length
   const controller = new AbortController()
@@ -201,6 +211,7 @@ t.test('a client abort aborts the upstream request and done runs exactly once', 
   await pending
   await new Promise((r) => setTimeout(r, 400))
   t.same(phases().get('abort-me-1'), ['request', 'done:aborted'])
+  t.ok(upstream.aborted.includes('/base/up/slow-headers?ms=250'), 'the upstream saw its request aborted')
 })
 
 t.test('metrics text passes promtool and has bounded labels only', async (t) => {

@@ -16,11 +16,14 @@ export interface TestUpstream {
   url: string
   port: number
   received: Received[]
+  /** URLs of requests whose connection closed before the upstream answered. */
+  aborted: string[]
   close(): Promise<void>
 }
 
 export async function startTestUpstream(): Promise<TestUpstream> {
   const received: Received[] = []
+  const aborted: string[] = []
   const sockets = new Set<Socket>()
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = []
@@ -31,9 +34,13 @@ export async function startTestUpstream(): Promise<TestUpstream> {
       const url = new URL(req.url!, 'http://x')
       if (url.pathname.endsWith('/slow-headers')) {
         const timer = setTimeout(() => res.end('late'), Number(url.searchParams.get('ms') ?? 2000))
-        res.on('close', () => clearTimeout(timer))
+        res.on('close', () => {
+          clearTimeout(timer)
+          if (!res.writableFinished) aborted.push(req.url!)
+        })
         return
       }
+      if (url.pathname.endsWith('/reset-before-answer')) return void req.socket.destroy()
       if (url.pathname.endsWith('/reset-mid-body')) {
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '1000' })
         res.write('partial')
@@ -72,6 +79,7 @@ export async function startTestUpstream(): Promise<TestUpstream> {
     url: `http://127.0.0.1:${port}`,
     port,
     received,
+    aborted,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy()
