@@ -44,14 +44,15 @@ function inObjectOrder<T>(map: Map<string, T>): Map<string, T> {
 }
 
 /**
- * Groups a query the mirror's way.
- * @example parseMirrorQuery(new URLSearchParams('Limit=5&order=DESC')).params // Map { 'limit' => ['5'], 'order' => ['desc'] }
+ * Groups a query by key the way qs and the mirror's parser do, without the mirror's limits:
+ * lower-cased keys in the mirror's key order, prototype-named keys dropped, `order` and `result`
+ * values lower-cased. Returns the groups and how many raw pairs the query had per raw key.
  */
-export function parseMirrorQuery(query: URLSearchParams): ParsedMirrorQuery {
+export function groupMirrorQuery(query: URLSearchParams): { params: Map<string, string[]>; rawCounts: number[]; total: number } {
   const raw = new Map<string, string[]>()
-  let count = 0
+  let total = 0
   for (const [rawKey, value] of query) {
-    count++
+    total++
     const key = rawKey.replace(ARRAY_SUFFIX, '')
     if (key === '' || Object.prototype.hasOwnProperty.call(Object.prototype, key)) continue
     const values = raw.get(key) ?? []
@@ -59,20 +60,27 @@ export function parseMirrorQuery(query: URLSearchParams): ParsedMirrorQuery {
     raw.set(key, values)
   }
   const params = new Map<string, string[]>()
-  if (count > MAX_PARAMETERS) {
-    return { params, parseError: `Parameter limit exceeded. Only ${MAX_PARAMETERS} parameters allowed.` }
-  }
-  for (const values of raw.values()) {
-    if (values.length > MAX_REPEATED_VALUES) {
-      return { params, parseError: `Array limit exceeded. Only ${MAX_REPEATED_VALUES} elements allowed in an array.` }
-    }
-  }
   for (const [key, values] of inObjectOrder(raw)) {
     const lower = key.toLowerCase()
     const canonical = CANONICAL_LOWER_CASE.has(lower) ? values.map((v) => v.toLowerCase()) : values
     params.set(lower, [...(params.get(lower) ?? []), ...canonical])
   }
-  return { params: inObjectOrder(params) }
+  return { params: inObjectOrder(params), rawCounts: [...raw.values()].map((v) => v.length), total }
+}
+
+/**
+ * Groups a query the mirror's way and applies qs's limits (1000 pairs, 100 values per raw key).
+ * @example parseMirrorQuery(new URLSearchParams('Limit=5&order=DESC')).params // Map { 'limit' => ['5'], 'order' => ['desc'] }
+ */
+export function parseMirrorQuery(query: URLSearchParams): ParsedMirrorQuery {
+  const { params, rawCounts, total } = groupMirrorQuery(query)
+  if (total > MAX_PARAMETERS) {
+    return { params: new Map(), parseError: `Parameter limit exceeded. Only ${MAX_PARAMETERS} parameters allowed.` }
+  }
+  if (rawCounts.some((count) => count > MAX_REPEATED_VALUES)) {
+    return { params: new Map(), parseError: `Array limit exceeded. Only ${MAX_REPEATED_VALUES} elements allowed in an array.` }
+  }
+  return { params }
 }
 
 /** `op:value` read from the right, as most mirror handlers do: `gt:lt:5` is `lt` `5`. */

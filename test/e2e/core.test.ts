@@ -225,7 +225,7 @@ t.test('metrics text passes promtool and has bounded labels only', async (t) => 
   try {
     promtool = execFileSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })
   } catch (error: any) {
-    if (error.code === 'ENOENT') return t.skip('promtool not installed (apt-get install prometheus)')
+    if (error.code === 'ENOENT') return void t.comment('SKIP promtool not installed (apt-get install prometheus)')
     t.fail(`promtool rejected the metrics: ${error.stdout}${error.stderr}`)
   }
   t.pass(`promtool ok ${promtool}`)

@@ -175,6 +175,6 @@ t.test('records every request and tells networks apart', async (t) => {
   const mainnet = await startMirror({ network: 'mainnet' })
   t.teardown(() => mainnet.close())
   const res = await fetch(`${mainnet.url}/api/v1/accounts/0.0.1001`)
-  t.equal((await res.json()).memo, 'mainnet account 1001')
+  t.equal(((await res.json()) as Body).memo, 'mainnet account 1001')
   t.equal(mainnet.network, 'mainnet')
 })
