@@ -1,0 +1,175 @@
+/**
+ * `credit-meter`: charges each request to its project's credit allocation.
+ *
+ * - request (or body, for per-item batches): reserve the cost; 402 `credits_exhausted` when the
+ *   balance does not cover it. Reservations count against the balance at once: no overspend.
+ * - response (before the head is written, for every answer): commit, or release when the gateway
+ *   or the service failed (see refund-policy.ts); a handler's `credits.refund` state gives part back.
+ * - done: release a reservation still pending (the client went away before its answer); settle
+ *   again if a later plugin replaced the answer; record usage and the credits metric.
+ *
+ * It also serves `GET /admin/projects/:id/usage` on the admin listener.
+ *
+ * ```yaml
+ * plugins:
+ *   - { name: credit-meter, config: { apiType: PRIVNET_ZKPAAS, cost: 2, perItem: { path: proofs } } }
+ * ```
+ */
+import { randomBytes } from 'node:crypto'
+import { errors } from '../../core/errors.ts'
+import type { PluginDefinition, PluginInit, RequestContext, ResponseState } from '../../core/plugin.ts'
+import { sharedCounter } from '../_shared/metrics.ts'
+import { countItems } from './items.ts'
+import { CreditLedger, type MeteredRequest } from './ledger.ts'
+import { isCharged, outcomeOf, type RefundPolicy } from './refund-policy.ts'
+import { USAGE_ADMIN_PATH, usageHandler } from './usage-route.ts'
+
+export const API_TYPES = ['PRIVNET_ZKPAAS', 'PRIVNET_RPC', 'x402', 'MIRROR', 'EVENTS'] as const
+export type ApiType = (typeof API_TYPES)[number]
+
+export interface CreditMeterConfig {
+  apiType?: ApiType
+  cost: number
+  perItem?: { path: string }
+  refundStatuses: number[]
+  refundUpstream5xx: boolean
+}
+
+/** ctx.state key a handler sets to the credits it gives back (failed items of a batch). */
+export const REFUND_STATE = 'credits.refund'
+const STATE = 'credit-meter'
+
+interface MeterState {
+  metered: MeteredRequest
+  /** The answer the meter last settled for; if the core replaces it, done settles again. */
+  settledFor?: { response: ResponseState | undefined; status: number | undefined }
+}
+
+// Client-chosen x-request-id values can repeat, so reservation ids get a per-boot suffix of their own.
+const BOOT = randomBytes(4).toString('hex')
+let sequence = 0
+
+function requestedRefund(ctx: RequestContext): number {
+  const value = ctx.state.get(REFUND_STATE)
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0
+}
+
+function createMeter(config: CreditMeterConfig, init: PluginInit) {
+  const apiType = config.apiType ?? init.route.apiType
+  if (!apiType || !(API_TYPES as readonly string[]).includes(apiType)) {
+    throw new Error(`apiType is required (on the plugin or the route) and must be one of ${API_TYPES.join(', ')}; got ${apiType ?? 'none'}`)
+  }
+  const ledger = new CreditLedger(init.store)
+  const policy: RefundPolicy = { refundStatuses: new Set(config.refundStatuses), refundUpstream5xx: config.refundUpstream5xx }
+  const consumed = sharedCounter(init.metrics, 'tollgate_credits_consumed_total', 'Credits charged (after refunds), by project and API type.', ['project', 'api_type'])
+  init.adminRoute('GET', USAGE_ADMIN_PATH, usageHandler(init, ledger))
+
+  const reserve = async (ctx: RequestContext) => {
+    // Only a route without an auth plugin gets here without a project: an operator mistake.
+    if (!ctx.project) throw errors.internal(`route ${ctx.routeName} runs credit-meter without an auth plugin before it`)
+    const items = config.perItem ? countItems(ctx.body?.json, config.perItem.path) : 1
+    const amount = config.cost * items
+    if (config.perItem) ctx.logFields.items = items
+    if (amount === 0) return
+    const id = `${ctx.id}:${init.routeName}:${BOOT}.${(++sequence).toString(36)}`
+    const metered = await ledger.reserve(id, ctx.project, apiType, amount)
+    ctx.state.set(STATE, { metered } satisfies MeterState)
+  }
+
+  const settle = async (state: MeterState, ctx: RequestContext) => {
+    const charged = isCharged(outcomeOf(ctx), policy)
+    await ledger.settle(state.metered, charged, charged ? requestedRefund(ctx) : 0)
+    state.settledFor = { response: ctx.response, status: ctx.response?.status }
+  }
+
+  return {
+    async request(ctx: RequestContext) {
+      ctx.apiType = apiType
+      if (!config.perItem) await reserve(ctx)
+    },
+    async body(ctx: RequestContext) {
+      if (config.perItem) await reserve(ctx)
+    },
+    async response(ctx: RequestContext) {
+      const state = ctx.state.get(STATE) as MeterState | undefined
+      if (state) await settle(state, ctx)
+    },
+    async done(ctx: RequestContext) {
+      const state = ctx.state.get(STATE) as MeterState | undefined
+      if (state) {
+        try {
+          const replaced = state.settledFor && (state.settledFor.response !== ctx.response || state.settledFor.status !== ctx.response?.status)
+          // Pending: the client went away before its answer was decided. Replaced: a plugin after
+          // the meter turned the answer into another one, which the ledger must follow.
+          if (state.metered.state === 'pending') await ledger.release(state.metered)
+          else if (replaced) await settle(state, ctx)
+        } catch (error) {
+          init.log.error({ err: error, reqId: ctx.id }, 'could not settle a credit reservation; it is released at the next start if still pending')
+        }
+      }
+      if (!ctx.project) return
+      const credits = CreditLedger.charged(state?.metered)
+      if (credits > 0) consumed.labels(ctx.project.id, apiType).inc(credits)
+      // 499: the client went away before any answer.
+      const failed = ctx.error !== undefined || (ctx.response?.status ?? 499) >= 400
+      try {
+        await init.store.recordUsage({
+          projectId: ctx.project.id,
+          apiType,
+          at: Date.now(),
+          requests: 1,
+          credits,
+          errors: failed ? 1 : 0,
+        })
+      } catch (error) {
+        init.log.error({ err: error, reqId: ctx.id }, 'could not record usage')
+      }
+    },
+  }
+}
+
+const creditMeter: PluginDefinition<CreditMeterConfig> = {
+  name: 'credit-meter',
+  version: '1.0.0',
+  priority: 900,
+  configSchema: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      apiType: {
+        enum: [...API_TYPES],
+        description: "API type the credits and usage are booked under. Default: the route's apiType.",
+      },
+      cost: { type: 'integer', minimum: 0, default: 1, description: 'Credits per request, or per item when perItem is set.' },
+      perItem: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['path'],
+        description: 'Charge cost × the number of items of a JSON array in the body (a batch); reads the body.',
+        properties: {
+          path: {
+            type: 'string',
+            pattern: '^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$',
+            description: 'Dot path of the array in the JSON body, e.g. proofs. No array there counts as one item.',
+          },
+        },
+      },
+      refundStatuses: {
+        type: 'array',
+        items: { type: 'integer', minimum: 400, maximum: 599 },
+        uniqueItems: true,
+        default: [502, 504],
+        description: 'Answer statuses whose credits are given back (upstream unreachable, upstream timeout).',
+      },
+      refundUpstream5xx: {
+        type: 'boolean',
+        default: true,
+        description: "Also give back credits of any 5xx the upstream or handler answered. The gateway's own 5xx are always refunded.",
+      },
+    },
+  },
+  needs: (config) => (config.perItem ? { body: 'json' } : {}),
+  create: (config, init) => createMeter(config, init),
+}
+
+export default creditMeter

@@ -1,0 +1,104 @@
+/**
+ * The credit-meter's side of the ledger: reserve before the service runs, then commit or release
+ * once the answer is known, and never leave a reservation pending after the request is over.
+ *
+ * Durability comes from the store: a reservation or commit is on disk when its promise resolves.
+ * The meter commits in the response phase, which the core runs before it writes the head, so every
+ * 2xx a client receives was charged on disk first. What a crash can leave behind is a reservation
+ * still pending (the answer was not yet decided): the store releases those at the next start.
+ */
+import { GatewayError } from '../../core/errors.ts'
+import type { Project } from '../../core/projects.ts'
+import { periodKey } from '../../core/store/periods.ts'
+import type { Store } from '../../core/store/types.ts'
+
+export type SettlementState = 'pending' | 'committed' | 'released'
+
+/** One request's reservation as the meter tracks it. */
+export interface MeteredRequest {
+  readonly id: string
+  readonly projectId: string
+  /** Billing period the credits were reserved in; commit and release always go to this one. */
+  readonly period: string
+  readonly apiType: string
+  readonly amount: number
+  state: SettlementState
+  /** Credits given back from a committed charge (failed batch items). */
+  refunded: number
+}
+
+/**
+ * Reserves and settles credits of requests against a {@link Store}.
+ *
+ * @example
+ * ```ts
+ * const ledger = new CreditLedger(init.store)
+ * const metered = await ledger.reserve('req-1:route', project, 'MIRROR', 1) // throws 402 when exhausted
+ * await ledger.settle(metered, true, 0)                                     // commit
+ * ```
+ */
+export class CreditLedger {
+  constructor(
+    readonly store: Store,
+    /** Epoch-ms clock that picks the billing period; injectable so tests can cross a period boundary. */
+    readonly clock: () => number = Date.now,
+  ) {}
+
+  /** Key of the project's billing period now (`2026-11`, `2026-11-21`, `2026-11-21T09`). */
+  currentPeriod(project: Project): string {
+    return periodKey(project.credits.period, this.clock())
+  }
+
+  /**
+   * Reserves `amount` credits in the project's current period. The reservation counts against the
+   * balance at once, so concurrent requests can never overspend.
+   * @throws GatewayError 402 `credits_exhausted` when the balance does not cover the amount.
+   */
+  async reserve(id: string, project: Project, apiType: string, amount: number): Promise<MeteredRequest> {
+    const period = this.currentPeriod(project)
+    const { allocation } = project.credits
+    const { ok, balance } = await this.store.reserveCredits({ id, projectId: project.id, period, allocation, amount, apiType })
+    if (!ok) {
+      throw new GatewayError(
+        402,
+        'credits_exhausted',
+        `project ${project.id} has ${balance.remaining} of ${allocation} credits left in period ${period}; this request needs ${amount}`,
+        { detail: { project: project.id, period, remaining: balance.remaining, needed: amount } },
+      )
+    }
+    return { id, projectId: project.id, period, apiType, amount, state: 'pending', refunded: 0 }
+  }
+
+  /**
+   * Settles a reservation for the answer as it stands: charged (minus `partialRefund`) or
+   * released. May be called again when the answer changes (a later plugin turned it into an
+   * error); a release after a commit refunds the charge.
+   */
+  async settle(metered: MeteredRequest, charged: boolean, partialRefund: number): Promise<void> {
+    if (!charged) return this.release(metered)
+    if (metered.state === 'released') return
+    const part = Math.min(Math.max(0, partialRefund), metered.amount) - metered.refunded
+    // The part goes back before the commit: a crash in between leaves a pending reservation,
+    // which recovery releases whole, and that client never received its answer.
+    if (part > 0) {
+      await this.store.refundPart(metered.id, part)
+      metered.refunded += part
+    }
+    if (metered.state === 'pending') {
+      await this.store.commitCredits(metered.id)
+      metered.state = 'committed'
+    }
+  }
+
+  /** Gives the whole reservation back, committed or not. */
+  async release(metered: MeteredRequest): Promise<void> {
+    if (metered.state === 'released') return
+    await this.store.releaseCredits(metered.id)
+    metered.state = 'released'
+  }
+
+  /** Credits the request finally costs. */
+  static charged(metered: MeteredRequest | undefined): number {
+    return metered?.state === 'committed' ? metered.amount - metered.refunded : 0
+  }
+}
