@@ -34,12 +34,13 @@ async function attempt<T>(read: () => Promise<T>): Promise<T | undefined> {
  */
 export async function checkAssetMetadata(client: PublicClient, asset: EvmAssetInfo): Promise<AssetCheckResult> {
   const address = getAddress(asset.address)
-  const code = await attempt(() => client.getCode({ address }))
-  const hasCode = code !== undefined && code !== '0x'
+  // viem answers `undefined` for an address without code; a failed read becomes `null`.
+  const code = await client.getCode({ address }).catch(() => null)
+  const hasCode = typeof code === 'string' && code !== '0x'
   if (!hasCode) {
     return {
       ok: false,
-      problems: [code === undefined ? `could not read code at ${address}` : `no contract deployed at ${address}`],
+      problems: [code === null ? `could not read code at ${address}` : `no contract deployed at ${address}`],
       onChain: { hasCode },
     }
   }

@@ -14,7 +14,10 @@ export function revertText(error: unknown): string | undefined {
     return reverted.reason ?? reverted.data?.errorName ?? reverted.shortMessage
   }
   const text = error.walk((e) => /revert/i.test((e as BaseError).details ?? ''))
-  return text instanceof BaseError ? text.details : undefined
+  if (!(text instanceof BaseError)) return undefined
+  // Nodes phrase it "...reverted with reason string 'X'" or "execution reverted: X".
+  const quoted = /reason string '([^']*)'/.exec(text.details) ?? /execution reverted: (.+)$/.exec(text.details)
+  return quoted ? quoted[1] : text.details
 }
 
 /** Maps a token revert text to a reason code. */
@@ -39,7 +42,3 @@ export function safeMessage(error: unknown): string {
     .slice(0, 300)
 }
 
-/** True when the error is a revert decided by the contract rather than a transport or node fault. */
-export function isRevert(error: unknown): boolean {
-  return revertText(error) !== undefined
-}

@@ -3,14 +3,18 @@
  * store: transfers checked by on-chain balances, exactly-once under concurrency, ERC-1271 payers,
  * bounded receipt waits that answer `settlement_pending` with the hash.
  */
+import { createServer, type Server } from 'node:http'
 import t from 'tap'
 import { createWalletClient, http, parseAbi, type Address } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { settleExact, type SettleLogger, type SettleOptions } from '../../../plugins/x402-facilitator/evm/settle.ts'
 import { settlementKey, type SettlementRecords } from '../../../plugins/x402-facilitator/evm/records.ts'
+import { createEvmChainContext } from '../../../plugins/x402-facilitator/evm/context.ts'
+import { reasonForRevert, revertText } from '../../../plugins/x402-facilitator/evm/reverts.ts'
+import { eip3009Abi } from '../../../plugins/x402-facilitator/evm/abi.ts'
 import { verifyExact } from '../../../plugins/x402-facilitator/evm/verify.ts'
 import {
-  bodyV2, price, randomNonce, requirementsV2, sdkBodyV1, sdkBodyV2, sdkSigner, signAuthorization, startFixture,
+  bodyV2, price, requirementsV2, sdkBodyV1, sdkBodyV2, sdkSigner, signAuthorization, startFixture,
 } from './evm-helpers.ts'
 
 const f = await startFixture(84532)
@@ -80,7 +84,7 @@ t.test('failures before broadcast send nothing, and the same authorization can s
   t.same(await balances(accounts.poor.address), [0n])
 
   const malformed = await settleExact(f.ctx, { x402Version: 2, paymentPayload: { x402Version: 2, accepted: { network: 'eip155:84532' } } }, opts)
-  t.match(malformed, { success: false, errorReason: 'invalid_payload', transaction: '', network: 'eip155:84532', errorMessage: /accepted/ })
+  t.match(malformed, { success: false, errorReason: 'invalid_payload', transaction: '', network: 'eip155:84532', errorMessage: 'paymentRequirements is required' })
   const expired = await settleExact(f.ctx, bodyV2(requirementsV2(f), await signAuthorization(f, { validBefore: Math.floor(Date.now() / 1000) - 1 })), opts)
   t.match(expired, { success: false, errorReason: 'invalid_exact_evm_payload_authorization_valid_before', transaction: '' })
 })
@@ -171,12 +175,12 @@ t.test('records: a fresh claim elsewhere is a duplicate, an abandoned one is tak
   t.match(await settleExact(f.ctx, body, opts), { errorReason: 'duplicate_settlement', transaction: '' })
   await f.records.release(key)
 
-  // Same terms, claimed by a process that died three minutes ago without broadcasting.
+  // Claimed by a process that died three minutes ago without broadcasting: taken over.
   const other = await sdkBodyV2(f, payer)
   const auth2 = other.paymentPayload.payload.authorization
-  const key2 = settlementKey(84532, f.chain.token, auth2.from, auth2.nonce)
-  await settleExact(f.ctx, other, { ...opts, records: claimOnly(f.records, key2) })
-  t.match(await settleExact(f.ctx, other, { ...opts, staleClaimMs: 60_000, records: agedBy(f.records, 180_000) }), { success: true })
+  await f.records.claim(settlementKey(84532, f.chain.token, auth2.from, auth2.nonce), { state: 'claimed', fingerprint: 'abandoned', claimedAt: Date.now() - 180_000 })
+  t.match(await settleExact(f.ctx, other, { ...opts, staleClaimMs: 60_000 }), { success: true })
+  t.match(await settleExact(f.ctx, other, opts), { success: true }, 'and its outcome is the stored one now')
 
   const broken: SettlementRecords = {
     claim: () => Promise.reject(new Error('disk I/O error')), update: async () => {}, release: async () => {},
@@ -188,28 +192,58 @@ t.test('records: a fresh claim elsewhere is a duplicate, an abandoned one is tak
   t.equal(broadcasts(), before)
 })
 
-/** Records that only claim (a process that crashed right after claiming): settle then stops as a duplicate. */
-function claimOnly(records: SettlementRecords, key: string): SettlementRecords {
-  return {
-    claim: async (k, record) => {
-      await records.claim(k, record)
-      return { created: false, stored: { ...record, claimedAt: Date.now() } }
-    },
-    update: (k, r) => (k === key ? Promise.resolve() : records.update(k, r)),
-    release: async () => {},
-  }
+
+/** An RPC in front of the chain that loses the answer to eth_sendRawTransaction (after forwarding it, or instead). */
+async function lossyRpc(forward: boolean): Promise<{ url: string; server: Server }> {
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const body = Buffer.concat(chunks).toString()
+    const isSend = /"eth_sendRawTransaction"/.test(body)
+    if (isSend && !forward) return void req.socket.destroy()
+    const upstream = await fetch(f.chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    const text = await upstream.text()
+    if (isSend) return void req.socket.destroy()
+    res.writeHead(upstream.status, { 'content-type': 'application/json' }).end(text)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return { url: `http://127.0.0.1:${port}`, server }
 }
 
-/** The same records, with stored claims reported as `ageMs` older than they are. */
-function agedBy(records: SettlementRecords, ageMs: number): SettlementRecords {
-  return {
-    claim: async (k, record) => {
-      const answer = await records.claim(k, record)
-      return answer.created ? answer : { created: false, stored: { ...answer.stored, claimedAt: answer.stored.claimedAt - ageMs } }
-    },
-    update: (k, r) => records.update(k, r),
-    release: (k) => records.release(k),
-  }
-}
+t.test('a send whose answer is lost is never a bare failure: settled if mined, else pending with the hash', async (t) => {
+  const [payeeBefore] = await balances(accounts.payee.address)
+  const contextVia = (rpcUrl: string) => createEvmChainContext({
+    network: 84532, rpcUrl, signerPrivateKey: accounts.facilitator.privateKey, assets: f.ctx.assets, pollingIntervalMs: 20,
+  })
+  const delivered = await lossyRpc(true)
+  t.teardown(() => delivered.server.close())
+  const first = await settleExact(contextVia(delivered.url), await sdkBodyV2(f, payer), opts)
+  t.match(first, { success: true, transaction: /^0x[0-9a-f]{64}$/ }, 'the node got it and mined it')
 
-void randomNonce
+  const dropped = await lossyRpc(false)
+  t.teardown(() => dropped.server.close())
+  const body = await sdkBodyV2(f, payer)
+  const lost = await settleExact(contextVia(dropped.url), body, { ...opts, receiptTimeoutMs: 300 })
+  t.match(lost, { success: false, errorReason: 'settlement_pending', pending: true, transaction: /^0x[0-9a-f]{64}$/ })
+  t.same(await balances(accounts.payee.address), [payeeBefore + BigInt(price)], 'only the first payment moved')
+
+  // Retried once the record is old: the node never heard of that hash, so it is settled afresh.
+  const retried = await settleExact(f.ctx, body, { ...opts, staleClaimMs: 0 })
+  t.match(retried, { success: true, transaction: /^0x[0-9a-f]{64}$/ })
+  t.same(await balances(accounts.payee.address), [payeeBefore + 2n * BigInt(price)])
+})
+
+t.test('revert texts from the node map to reference codes', async (t) => {
+  const signed = await signAuthorization(f, { key: accounts.poor.privateKey })
+  const a = signed.authorization
+  const error = await f.ctx.publicClient.estimateContractGas({
+    account: accounts.facilitator.address, address: f.chain.token, abi: eip3009Abi, functionName: 'transferWithAuthorization',
+    args: [a.from as Address, a.to as Address, BigInt(a.value), BigInt(a.validAfter), BigInt(a.validBefore), a.nonce as `0x${string}`, signed.signature as `0x${string}`],
+  }).catch((e: unknown) => e)
+  t.equal(revertText(error), 'ERC20: transfer amount exceeds balance')
+  t.same(reasonForRevert('FiatTokenV2: authorization is used or canceled', 'x'), { reason: 'invalid_exact_evm_nonce_already_used', message: 'FiatTokenV2: authorization is used or canceled' })
+  t.same(reasonForRevert('FiatTokenV2: authorization is expired', 'x').reason, 'invalid_exact_evm_payload_authorization_valid_before')
+  t.same(reasonForRevert('FiatTokenV2: invalid signature', 'x').reason, 'invalid_exact_evm_signature')
+  t.same(reasonForRevert('Pausable: paused', 'fallback'), { reason: 'fallback', message: 'Pausable: paused' })
+})

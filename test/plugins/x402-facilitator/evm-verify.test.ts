@@ -3,7 +3,7 @@
  * served). Payments come from the official x402 SDK clients and from viem directly; where our
  * verdict should equal the reference's, the official facilitator runs on the same chain as oracle.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { x402Facilitator } from '@x402/core/facilitator'
 import { toFacilitatorEvmSigner } from '@x402/evm'
 import { ExactEvmScheme as OfficialExactEvmFacilitator } from '@x402/evm/exact/facilitator'
@@ -34,7 +34,7 @@ const official = new x402Facilitator().register(
   new OfficialExactEvmFacilitator(toFacilitatorEvmSigner(Object.assign(officialClient, { address: officialAccount.address }) as any)),
 )
 
-async function expectInvalid(t: Tap.Test, body: unknown, reason: string, messagePart?: string | RegExp, parity = false) {
+async function expectInvalid(t: Test, body: unknown, reason: string, messagePart?: string | RegExp, parity = false) {
   const result = await verifyExact(f.ctx, body)
   t.equal(result.isValid, false, 'rejected')
   t.equal(result.invalidReason, reason, `reason ${reason}`)
@@ -115,6 +115,8 @@ t.test('bad signatures', async (t) => {
   await expectInvalid(t, bodyV2(reqs, byOther), 'invalid_exact_evm_signature', /not made by authorization.from/, true)
   const otherChain = await signAuthorization(f, { domain: { chainId: 84532 } })
   await expectInvalid(t, bodyV2(reqs, otherChain), 'invalid_exact_evm_signature', undefined, true)
+  const otherToken = await signAuthorization(f, { domain: { verifyingContract: f.chain.wallet1271 } })
+  await expectInvalid(t, bodyV2(reqs, otherToken), 'invalid_exact_evm_signature', undefined, true)
   const tampered = await signAuthorization(f)
   await expectInvalid(t, bodyV2(reqs, { ...tampered, authorization: { ...tampered.authorization, value: '20000' } }),
     'invalid_exact_evm_signature', undefined, true)

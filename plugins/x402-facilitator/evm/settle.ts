@@ -1,0 +1,245 @@
+/**
+ * x402 `exact` settle on EVM: re-verify, then broadcast transferWithAuthorization from the
+ * facilitator's account, exactly once per authorization.
+ *
+ * Exactly once: a durable record keyed by (chainId, asset, from, nonce) is claimed before anything
+ * is sent (store `insertIfAbsent`), and concurrent identical settles inside this process share one
+ * promise. A settle that finds the record answers from it: `settled` → the stored result, `pending`
+ * → waits (bounded) on the stored transaction, `claimed` → `duplicate_settlement`. Even if two
+ * gateways raced past the record, the token's own nonce check lets only one transfer happen.
+ *
+ * Never a bare failure after a broadcast: past the receipt bound the answer is
+ * `settlement_pending` with the transaction hash, and a later settle reconciles it.
+ */
+import { parseEventLogs, TransactionNotFoundError, type Hex } from 'viem'
+import { eip3009Abi } from './abi.ts'
+import { checkBinding, viewOf, type BoundPayment, type PaymentView } from './binding.ts'
+import { BroadcastError, broadcastTransfer } from './broadcast.ts'
+import type { EvmChainContext } from './context.ts'
+import { reasons } from './errors.ts'
+import { settlementFingerprint, settlementKey, type SettlementRecord, type SettlementRecords } from './records.ts'
+import { reasonForRevert, revertText, safeMessage } from './reverts.ts'
+import { parseFacilitatorRequest } from './schema.ts'
+import type { FacilitatorRequest, SettleResponse } from './types.ts'
+import { checkPayment } from './verify.ts'
+
+/** pino-compatible subset. */
+export interface SettleLogger {
+  info(fields: Record<string, unknown>, message: string): void
+  warn(fields: Record<string, unknown>, message: string): void
+  error(fields: Record<string, unknown>, message: string): void
+}
+
+export interface SettleOptions {
+  /** Longest wait for the receipt before answering `settlement_pending`; keep it below the caller's timeout. */
+  receiptTimeoutMs: number
+  records: SettlementRecords
+  log?: SettleLogger
+  /** A record this old without a mined transaction is presumed abandoned by a crashed process; default 120 s. */
+  staleClaimMs?: number
+}
+
+export type SettleResult = SettleResponse & { pending?: boolean }
+
+const silent: SettleLogger = { info() {}, warn() {}, error() {} }
+
+/** Identical settles in flight in this process, per records instance. */
+const inFlight = new WeakMap<SettlementRecords, Map<string, { fingerprint: string; result: Promise<SettleResult> }>>()
+
+interface Job {
+  ctx: EvmChainContext
+  request: FacilitatorRequest
+  view: PaymentView
+  bound: BoundPayment
+  key: string
+  fingerprint: string
+  opts: SettleOptions
+  log: SettleLogger
+}
+
+function failure(
+  network: string, payer: string, reason: string, message: string | undefined, transaction = '', details?: Record<string, unknown>,
+): SettleResult {
+  const result: SettleResult = { success: false, errorReason: reason, payer, transaction, network }
+  if (message !== undefined) result.errorMessage = message
+  if (details) result.details = details
+  return result
+}
+
+function networkOf(body: unknown, fallback: string): string {
+  const b = body as any
+  for (const candidate of [b?.paymentPayload?.accepted?.network, b?.paymentPayload?.network, b?.paymentRequirements?.network]) {
+    if (typeof candidate === 'string' && candidate.length > 0 && candidate.length <= 128) return candidate
+  }
+  return fallback
+}
+
+function hasTransferLog(logs: readonly any[], bound: BoundPayment): boolean {
+  const { asset, typed } = bound
+  const events = parseEventLogs({
+    abi: eip3009Abi, eventName: 'Transfer',
+    logs: logs.filter((l) => String(l.address).toLowerCase() === asset.address.toLowerCase()),
+  })
+  return events.some((e) => e.args.from.toLowerCase() === typed.from.toLowerCase()
+    && e.args.to.toLowerCase() === typed.to.toLowerCase() && e.args.value === typed.value)
+}
+
+/** Waits (bounded) for the receipt of `hash` and records the outcome. */
+async function awaitOutcome(job: Job, hash: Hex, claimedAt: number): Promise<SettleResult> {
+  const { ctx, view, key, opts, log } = job
+  let receipt
+  try {
+    receipt = await ctx.publicClient.waitForTransactionReceipt({
+      hash, timeout: opts.receiptTimeoutMs, pollingInterval: ctx.pollingIntervalMs,
+    })
+  } catch (error) {
+    log.warn({ event: 'x402_settlement_pending', chainId: ctx.chainId, tx: hash, reason: safeMessage(error) }, 'x402 settlement receipt not seen in time')
+    return { ...failure(view.network, view.payer, reasons.settlementPending, `transaction ${hash} not yet mined; settle again to learn the outcome`, hash), pending: true }
+  }
+  if (receipt.status !== 'success') {
+    log.warn({ event: 'x402_settlement_reverted', chainId: ctx.chainId, tx: hash }, 'x402 settlement transaction reverted')
+    await opts.records.release(key)
+    return failure(view.network, view.payer, reasons.transactionFailed, `transaction ${hash} reverted`, hash)
+  }
+  const response: SettleResponse = hasTransferLog(receipt.logs, job.bound)
+    ? { success: true, errorReason: null, payer: view.payer, transaction: hash, network: view.network }
+    : failure(view.network, view.payer, reasons.transferEventMismatch, `transaction ${hash} carries no matching Transfer event`, hash)
+  try {
+    await opts.records.update(key, { state: 'settled', fingerprint: job.fingerprint, claimedAt, transaction: hash, response })
+  } catch (error) {
+    log.error({ event: 'x402_record_failed', chainId: ctx.chainId, tx: hash, reason: safeMessage(error) }, 'x402 settlement outcome not recorded')
+  }
+  log.info({ event: 'x402_settled', chainId: ctx.chainId, tx: hash, success: response.success }, 'x402 settlement mined')
+  return response
+}
+
+/** Whether the node has the transaction (mined or in its pool); RPC faults propagate. */
+async function nodeKnows(ctx: EvmChainContext, hash: Hex): Promise<boolean> {
+  try {
+    await ctx.publicClient.getTransaction({ hash })
+    return true
+  } catch (error) {
+    if (error instanceof TransactionNotFoundError) return false
+    throw error
+  }
+}
+
+/** The answer for a record someone else holds, or undefined to take the record over. */
+async function answerFromRecord(job: Job, stored: SettlementRecord): Promise<SettleResult | undefined> {
+  const { ctx, view, fingerprint, opts } = job
+  const sameTerms = stored.fingerprint === fingerprint
+  if (stored.state === 'settled') {
+    if (sameTerms && stored.response) return { ...stored.response, network: view.network }
+    return failure(view.network, view.payer, reasons.nonceAlreadyUsed, 'this authorization nonce already settled a different payment')
+  }
+  const stale = Date.now() - stored.claimedAt > (opts.staleClaimMs ?? 120_000)
+  if (stored.state === 'pending' && stored.transaction) {
+    const hash = stored.transaction as Hex
+    // A stale hash the node has never heard of was dropped (or never sent): settle afresh.
+    if (stale && !(await nodeKnows(ctx, hash))) return undefined
+    if (sameTerms) return awaitOutcome(job, hash, stored.claimedAt)
+  } else if (stale) {
+    return undefined // claimed by a process that died before broadcasting
+  }
+  return failure(view.network, view.payer, reasons.duplicateSettlement, sameTerms
+    ? 'a settlement of this authorization is already in progress'
+    : 'a different payment with this authorization nonce is being settled')
+}
+
+async function settleClaimed(job: Job, claimedAt: number): Promise<SettleResult> {
+  const { ctx, view, key, opts, log } = job
+  const checked = await checkPayment(ctx, job.request, { simulate: false }).catch(async (error: unknown) => {
+    await opts.records.release(key)
+    throw error
+  })
+  if (!checked.transfer) {
+    await opts.records.release(key)
+    const r = checked.response
+    return failure(view.network, view.payer, r.invalidReason ?? reasons.unexpectedSettleError, r.invalidMessage, '', r.details)
+  }
+  const transfer = checked.transfer
+  let hash: Hex
+  try {
+    hash = await broadcastTransfer(ctx, transfer, async (signed) => {
+      await opts.records.update(key, { state: 'pending', fingerprint: job.fingerprint, claimedAt, transaction: signed })
+      log.info({
+        event: 'x402_broadcast', chainId: ctx.chainId, tx: signed, payer: view.payer,
+        asset: transfer.bound.asset.address, nonce: transfer.bound.typed.nonce,
+      }, 'x402 settlement broadcast')
+    })
+  } catch (error) {
+    if (error instanceof BroadcastError && error.maybeSent) {
+      // The node may hold it: wait for it like any other broadcast (pending past the bound).
+      log.warn({ event: 'x402_send_unconfirmed', chainId: ctx.chainId, tx: error.hash, reason: safeMessage(error.cause) }, 'x402 settlement send outcome unknown')
+      return awaitOutcome(job, error.hash, claimedAt)
+    }
+    await opts.records.release(key)
+    const cause = error instanceof BroadcastError ? error.cause : error
+    const text = revertText(cause)
+    if (text !== undefined) {
+      const mapped = reasonForRevert(text, reasons.simulationFailed)
+      return failure(view.network, view.payer, mapped.reason, mapped.message)
+    }
+    if (error instanceof BroadcastError) return failure(view.network, view.payer, reasons.transactionFailed, safeMessage(cause))
+    throw error
+  }
+  return awaitOutcome(job, hash, claimedAt)
+}
+
+async function settleOnce(job: Job): Promise<SettleResult> {
+  const fresh: SettlementRecord = { state: 'claimed', fingerprint: job.fingerprint, claimedAt: Date.now() }
+  const { created, stored } = await job.opts.records.claim(job.key, fresh)
+  if (!created) {
+    const answer = await answerFromRecord(job, stored)
+    if (answer) return answer
+    job.log.warn({ event: 'x402_claim_takeover', chainId: job.ctx.chainId, tx: stored.transaction }, 'x402 taking over an abandoned settlement record')
+    await job.opts.records.update(job.key, fresh)
+  }
+  return settleClaimed(job, fresh.claimedAt)
+}
+
+/**
+ * POST settle for the EVM `exact` scheme, both x402 versions. Never throws. Malformed bodies give
+ * `invalid_payload` / `invalid_x402_version` (answer 400); RPC or store faults before a broadcast give
+ * `unexpected_settle_error`; `pending: true` marks a `settlement_pending` answer with its hash.
+ *
+ * @example
+ * ```ts
+ * const records = settlementRecordsFrom(store.documents('x402-settlements'), 'x402')
+ * const result = await settleExact(ctx, body, { receiptTimeoutMs: 20_000, records, log })
+ * ```
+ */
+export async function settleExact(ctx: EvmChainContext, body: unknown, opts: SettleOptions): Promise<SettleResult> {
+  const parsed = parseFacilitatorRequest(body)
+  if (!parsed.ok) return failure(networkOf(body, ctx.caip2), parsed.payer, parsed.reason, parsed.message, '', { field: parsed.field })
+  const view = viewOf(parsed.request)
+  const bound = checkBinding(ctx, view)
+  if ('reason' in bound) return failure(view.network, view.payer, bound.reason, bound.message, '', bound.details)
+  const { typed, asset } = bound
+  const key = settlementKey(ctx.chainId, asset.address, typed.from, typed.nonce)
+  const fingerprint = settlementFingerprint({
+    chainId: ctx.chainId, asset: asset.address, from: typed.from, to: typed.to, value: typed.value.toString(),
+    validAfter: typed.validAfter.toString(), validBefore: typed.validBefore.toString(), nonce: typed.nonce,
+    payTo: view.requirements.payTo, amount: view.requirements.amount,
+  })
+  let running = inFlight.get(opts.records)
+  if (!running) inFlight.set(opts.records, (running = new Map()))
+  const same = running.get(key)
+  if (same) {
+    if (same.fingerprint !== fingerprint) {
+      return failure(view.network, view.payer, reasons.duplicateSettlement, 'a different payment with this authorization nonce is being settled')
+    }
+    return { ...(await same.result), network: view.network }
+  }
+  const job: Job = { ctx, request: parsed.request, view, bound, key, fingerprint, opts, log: opts.log ?? silent }
+  const result = settleOnce(job).catch((error: unknown) => {
+    job.log.error({ event: 'x402_settle_fault', chainId: ctx.chainId, reason: safeMessage(error) }, 'x402 settle failed unexpectedly')
+    return failure(view.network, view.payer, reasons.unexpectedSettleError, `settlement failed: ${safeMessage(error)}`)
+  })
+  running.set(key, { fingerprint, result })
+  try {
+    return await result
+  } finally {
+    running.delete(key)
+  }
+}
