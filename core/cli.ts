@@ -34,7 +34,9 @@ Usage:
   tollgate schema                      print the composed JSON Schema of gateway.yaml
   tollgate hash-key KEY                print the hashed form of a key or secret for gateway.yaml
   tollgate usage [-c FILE] [--project ID] [--from ISO] [--to ISO] [--granularity hour|day]
-                                       print per-project usage as a table
+                                       [--admin URL] [--token T]
+                                       print per-project usage as a table (through the admin API
+                                       when the gateway runs: token from --token or TOLLGATE_ADMIN_TOKEN)
   tollgate --version | --help
 `
 

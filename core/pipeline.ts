@@ -115,6 +115,7 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
       route = match.value
       ctx.routeName = route.name
       ctx.params = match.params
+      for (const name of route.secretParams) ctx.secretParams.add(name)
       ctx.apiType = route.config.apiType
       ctx.upstream = route.config.upstream
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path

@@ -79,6 +79,11 @@ export interface PluginInit {
   upstreamNames: readonly string[]
   /** Directory gateway.yaml lives in; relative paths in plugin config resolve against it. */
   configDir: string
+  /**
+   * Marks a path param of this route as a credential from the start of every request: it is
+   * redacted in logs and never sent upstream, even when an earlier plugin rejects the request.
+   */
+  secretParam(name: string): void
   /** Registers a GET/POST route on the admin listener (token-protected). */
   adminRoute(method: 'GET' | 'POST', path: string, handler: AdminHandler): void
 }

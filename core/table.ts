@@ -32,6 +32,8 @@ export interface CompiledRoute {
   contentTypes: string[]
   wantsResponseBody: boolean
   maxBodyBytes: number
+  /** Path params plugins declared as credentials at load (`init.secretParam`). */
+  secretParams: string[]
   errorFormat: ErrorFormatter
   metrics: RouteMetrics
 }
@@ -110,7 +112,7 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       message,
     })
 
-  const instantiate = async (entry: PluginEntry, route: RouteConfig): Promise<PluginInstance | undefined> => {
+  const instantiate = async (entry: PluginEntry, route: RouteConfig, secretParams: string[]): Promise<PluginInstance | undefined> => {
     const init: PluginInit = {
       routeName: route.name,
       routeParams: (route.path.match(/[:*][A-Za-z0-9_]+/g) ?? []).map((p) => p.slice(1)),
@@ -126,6 +128,9 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       },
       upstreamNames: [...deps.upstreams.keys()],
       configDir: config.dir,
+      secretParam(name) {
+        if (!secretParams.includes(name)) secretParams.push(name)
+      },
       adminRoute(method, path, handler) {
         if (!adminRoutes.some((r) => r.method === method && r.path === path)) adminRoutes.push({ method, path, handler })
       },
@@ -159,12 +164,13 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       contentTypes: [],
       wantsResponseBody: false,
       maxBodyBytes: route.maxBodyBytes ?? config.server.limits.maxBodyBytes,
+      secretParams: [],
       errorFormat: formats.get(route.errorFormat) ?? jsonErrorFormat,
       metrics: new RouteMetrics(deps.metrics, route.name),
     }
     const all = route.handler ? [...entries, route.handler] : entries
     for (const entry of all) {
-      const instance = await instantiate(entry, route)
+      const instance = await instantiate(entry, route, compiled.secretParams)
       if (!instance) continue
       const needs = entry.definition.needs?.(entry.config) ?? {}
       if (needs.body === 'json' || (needs.body === 'raw' && compiled.bodyNeed === undefined)) compiled.bodyNeed = needs.body

@@ -35,16 +35,55 @@ export async function usageCommand(file: string, flags: Map<string, string>): Pr
     console.error(`unknown project "${wanted}"`)
     return 1
   }
-  const store = openSqliteStore({ dataDir: resolve(loaded.config.dir, loaded.config.store.dataDir) })
+  const rows: (string | number)[][] = [['project', 'bucket', 'api_type', 'requests', 'credits', 'errors']]
+  const range = { from, to, granularity }
+  // A running gateway holds the database; ask it through the admin API, else read the store.
+  let fetchUsage = await viaAdmin(adminBase(loaded.config.admin, flags.get('admin')), flags.get('token') ?? process.env.TOLLGATE_ADMIN_TOKEN)
+  let store: ReturnType<typeof openSqliteStore> | undefined
+  if (!fetchUsage) {
+    try {
+      store = openSqliteStore({ dataDir: resolve(loaded.config.dir, loaded.config.store.dataDir) })
+    } catch (error) {
+      console.error(`cannot read usage: ${(error as Error).message}. If the gateway is running, pass its admin token with --token or TOLLGATE_ADMIN_TOKEN.`)
+      return 1
+    }
+    const opened = store
+    fetchUsage = (id) => opened.queryUsage(id, range.from, range.to, range.granularity)
+  }
   try {
-    const rows: (string | number)[][] = [['project', 'bucket', 'api_type', 'requests', 'credits', 'errors']]
     for (const project of projects) {
-      const usage: UsageRow[] = await store.queryUsage(project.id, from, to, granularity)
+      const usage: UsageRow[] = await fetchUsage(project.id, range)
       for (const row of usage) rows.push([project.id, row.bucket, row.apiType, row.requests, row.credits, row.errors])
     }
     console.log(rows.length === 1 ? 'no usage recorded in this range' : table(rows))
     return 0
   } finally {
-    await store.close()
+    await store?.close()
+  }
+}
+
+type UsageFetcher = (projectId: string, range: { from: number; to: number; granularity: Granularity }) => Promise<UsageRow[]>
+
+/** The admin listener's URL: `--admin URL`, else the configured address (unknown for port 0). */
+function adminBase(admin: { listen: { host: string; port: number } }, flag: string | undefined): string | undefined {
+  if (flag) return flag.replace(/\/+$/, '')
+  if (admin.listen.port === 0) return undefined
+  return `http://${admin.listen.host.includes(':') ? `[${admin.listen.host}]` : admin.listen.host}:${admin.listen.port}`
+}
+
+/** A fetcher over the admin API when a gateway answers there. */
+async function viaAdmin(base: string | undefined, token: string | undefined): Promise<UsageFetcher | undefined> {
+  if (!token || !base) return undefined
+  try {
+    await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1000) })
+  } catch {
+    return undefined
+  }
+  return async (projectId, range) => {
+    const query = new URLSearchParams({ from: new Date(range.from).toISOString(), to: new Date(range.to).toISOString(), granularity: range.granularity })
+    const res = await fetch(`${base}/admin/projects/${encodeURIComponent(projectId)}/usage?${query}`, { headers: { authorization: `Bearer ${token}` } })
+    const body = (await res.json()) as { rows?: UsageRow[]; error?: { message: string } }
+    if (!res.ok) throw new Error(`admin API answered ${res.status}: ${body.error?.message ?? ''}`)
+    return body.rows ?? []
   }
 }

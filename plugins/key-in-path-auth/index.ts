@@ -51,11 +51,11 @@ const keyInPathAuth: PluginDefinition<KeyInPathAuthConfig> = {
     if (init.route.rewrite !== undefined && rewriteUsesParam(init.route.rewrite, config.param)) {
       throw new Error(`the route's rewrite ${init.route.rewrite} would send the API key (:${config.param}) upstream; remove it from the rewrite`)
     }
+    // Declared at load, so the key is redacted even if a plugin that runs before this one refuses.
+    init.secretParam(config.param)
     const authenticate = keyAuthenticator(config, init, `the API key is missing from the path (:${config.param})`)
     return {
       request(ctx) {
-        // First, so that a refusal below is logged with the key redacted too.
-        ctx.secretParams.add(config.param)
         authenticate(ctx, ctx.params[config.param] ?? '')
       },
     }

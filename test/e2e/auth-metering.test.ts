@@ -398,13 +398,18 @@ t.test('auth, secrets, metering, refunds, rate limits, usage and metrics', async
 
   await t.test('`tollgate usage` prints what the admin endpoint returns', async (t) => {
     const answer = await admin(gw, '/admin/projects/acme/usage?granularity=hour')
-    // The running gateway holds the database exclusively, so the CLI reads it once the gateway stopped.
+    const parse = (stdout: string) =>
+      stdout.trim().split('\n').slice(1).map((line) => line.trim().split(/\s+/))
+        .map(([project, bucket, apiType, requests, credits, errors]) => ({ project, bucket, apiType, requests: +requests, credits: +credits, errors: +errors }))
+    const expected = answer.json.rows.map((row: object) => ({ project: 'acme', ...row }))
+    // While the gateway runs it holds the database: the CLI asks it through the admin API.
+    const live = await run(process.execPath, [BIN, 'usage', '-c', gw.configFile, '--project', 'acme', '--granularity', 'hour', '--admin', gw.adminUrl, '--token', ADMIN_TOKEN])
+    t.same(parse(live.stdout), expected, 'the CLI prints the rows of the running gateway')
     t.equal(await gw.stop(), 0)
     const cli = await run(process.execPath, [BIN, 'usage', '-c', gw.configFile, '--project', 'acme', '--granularity', 'hour'])
-    const lines = cli.stdout.trim().split('\n').slice(1).map((line) => line.trim().split(/\s+/))
-    const printed = lines.map(([project, bucket, apiType, requests, credits, errors]) => ({ project, bucket, apiType, requests: +requests, credits: +credits, errors: +errors }))
+    const printed = parse(cli.stdout)
     t.ok(printed.length >= 2, 'rows for several API types')
-    t.same(printed, answer.json.rows.map((row: object) => ({ project: 'acme', ...row })), 'the CLI prints the rows the admin endpoint returned')
+    t.same(printed, expected, 'after a stop the CLI reads the same rows from the store')
   })
 })
 
