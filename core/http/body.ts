@@ -17,8 +17,7 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
       received += chunk.length
       if (received > maxBytes) {
         cleanup()
-        // Stop reading but keep the socket so the 413 can be written; the server closes it after.
-        req.pause()
+        discardRest(req, maxBytes)
         reject(errors.bodyTooLarge(`request body exceeds the limit of ${maxBytes} bytes`))
         return
       }
@@ -50,6 +49,20 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
     req.on('error', onError)
     req.on('close', onClose)
   })
+}
+
+/**
+ * Reads and drops the rest of a refused body, like nginx's lingering close, so the client can read
+ * the 413 and reuse the connection. A client that keeps sending far past the cap loses the socket.
+ */
+function discardRest(req: IncomingMessage, maxBytes: number): void {
+  const budget = Math.max(1 << 20, maxBytes * 4)
+  let discarded = 0
+  req.on('data', (chunk: Buffer) => {
+    discarded += chunk.length
+    if (discarded > budget) req.socket.destroy()
+  })
+  req.resume()
 }
 
 /** The media type without parameters, lower-cased: `application/json; charset=utf-8` → `application/json`. */

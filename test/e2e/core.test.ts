@@ -7,6 +7,7 @@ import { readFileSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { Agent, request } from 'undici'
+import { Readable } from 'node:stream'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, closedPort, type TestUpstream } from '../helpers/upstream.ts'
 import { rawRequest, json } from '../helpers/http.ts'
@@ -143,6 +144,14 @@ t.test('buffered JSON body: parsed once, 400 invalid_json, 415, 413 for chunked'
   const big = await rawRequest(gw.url, '/json', { method: 'POST', headers: { 'content-type': 'application/json' }, body: ['{"a":"', 'x'.repeat(100), '"}'], chunked: true })
   t.equal(big.status, 413)
   t.equal(json(big).error.code, 'body_too_large')
+  const agent = new Agent({ connections: 1 })
+  const first = await request(`${gw.url}/json`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json' }, body: Readable.from(['{"a":"', 'x'.repeat(100), '"}']) })
+  t.equal(first.statusCode, 413)
+  await first.body.text()
+  const second = await request(`${gw.url}/early`, { dispatcher: agent })
+  t.equal(second.statusCode, 418, 'the next request on the same client is served at once')
+  await second.body.text()
+  await agent.close()
   const bigId = big.headers['x-request-id'] as string
   await eventually(() => (phases().get(bigId) ?? []).some((p) => p.startsWith('done')))
   t.same(phases().get(bigId), ['request', 'response:413', 'done:413'], 'no body phase, no upstream, done once')
