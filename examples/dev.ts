@@ -30,10 +30,10 @@ const keep = (standIn: Closable | undefined, label: string, url?: string) => {
 try {
   await optional('./upstreams/proof-server.ts', async (m) => {
     keep(await m.startProofServer({ port: port('PROOF_SERVER_URL', 18300), provingDelayMs: 50 }), 'proof server')
-    keep(await m.startProofServer({ port: port('TEE_PROOF_SERVER_URL', 18301), provingDelayMs: 50 }), 'TEE proof pool')
-    keep(await m.startProofServer({ port: port('RELAY_PROOF_SERVER_URL', 18302), provingDelayMs: 50 }), 'relay proof pool')
+    keep(await m.startProofServer({ port: port('PROOF_TEE_URL', 18301), provingDelayMs: 50 }), 'TEE proof pool')
+    keep(await m.startProofServer({ port: port('PROOF_RELAY_URL', 18302), provingDelayMs: 50 }), 'relay proof pool')
   })
-  await optional('./upstreams/node-rpc.ts', async (m) => keep(await m.startNodeRpc({ port: port('PRIVNET_NODE_URL', 18944) }), 'node RPC'))
+  await optional('./upstreams/node-rpc.ts', async (m) => keep(await m.startNodeRpc({ port: port('NODE_RPC_URL', 18944) }), 'node RPC'))
   await optional('./upstreams/mirror.ts', async (m) => {
     keep(await m.startMirror({ port: port('MIRROR_MAINNET_URL', 18551), network: 'mainnet' }), 'mirror mainnet')
     keep(await m.startMirror({ port: port('MIRROR_TESTNET_URL', 18552), network: 'testnet' }), 'mirror testnet')
