@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
 import { Context } from './context.ts'
 import { errors, GatewayError, toGatewayError } from './errors.ts'
-import { normalisePath } from './router.ts'
+import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody } from './http/body.ts'
 import { forward } from './http/forward.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
@@ -183,7 +183,8 @@ function writeHead(ctx: Context, res: ServerResponse): void {
 
 /** Sends an answer that is fully in memory: early replies, handler answers, buffered upstream bodies, errors. */
 async function answer(deps: PipelineDeps, table: Table, route: CompiledRoute | undefined, ctx: Context, res: ServerResponse): Promise<void> {
-  const format = route?.errorFormat ?? table.defaultErrorFormat
+  const sameMount = (ctx.error as { [ROUTES_AT_PATH]?: CompiledRoute[] } | undefined)?.[ROUTES_AT_PATH]
+  const format = route?.errorFormat ?? sameMount?.[0]?.errorFormat ?? table.unmatchedFormat(ctx.path)
   if (ctx.error) {
     const rendered = format(ctx.error, ctx)
     ctx.response = { status: rendered.status, headers: rendered.headers, body: Buffer.from(rendered.body) }

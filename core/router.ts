@@ -33,6 +33,9 @@ interface TrieNode<T> {
   byMethod: Map<string, T>
 }
 
+/** Key under which a 405 error carries the routes defined for its path (not serialisable). */
+export const ROUTES_AT_PATH = Symbol('routes-at-path')
+
 const newNode = <T>(): TrieNode<T> => ({ statics: new Map(), byMethod: new Map() })
 
 /** Splits and decodes a request path; throws 400 for traversal, encoded slashes, NUL or bad escapes. */
@@ -105,7 +108,10 @@ export class Router<T> {
     const value = byMethod.get(method)
     if (value === undefined) {
       const allow = [...byMethod.keys()].join(', ')
-      throw errors.methodNotAllowed(`method ${method} is not allowed here; allowed: ${allow}`, { headers: { allow } })
+      const error = errors.methodNotAllowed(`method ${method} is not allowed here; allowed: ${allow}`, { headers: { allow } })
+      // The routes of this path travel with the error, so it can be rendered in their error format.
+      Object.defineProperty(error, ROUTES_AT_PATH, { value: [...byMethod.values()] })
+      throw error
     }
     return { value, params }
   }

@@ -51,8 +51,8 @@ export interface Table {
   projects: ProjectDirectory
   instances: PluginInstance[]
   adminRoutes: AdminRoute[]
-  /** Error format used before a route is known (404, 405, bad path). */
-  defaultErrorFormat: ErrorFormatter
+  /** Error format for a request no route took (404, bad path): by the longest `unmatched` prefix, else json. */
+  unmatchedFormat(path: string): ErrorFormatter
   /** Requests still running on this table; it is closed when retired and this reaches 0. */
   inFlight: number
   retired: boolean
@@ -201,8 +201,15 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
   }
   return {
     issues,
-    table: { config, router, routes, projects, instances, adminRoutes, defaultErrorFormat: jsonErrorFormat, inFlight: 0, retired: false },
+    table: { config, router, routes, projects, instances, adminRoutes, unmatchedFormat: unmatchedFormats(config, formats), inFlight: 0, retired: false },
   }
+}
+
+function unmatchedFormats(config: GatewayConfig, formats: Map<string, ErrorFormatter>): (path: string) => ErrorFormatter {
+  const byPrefix = [...config.unmatched]
+    .sort((a, b) => b.prefix.length - a.prefix.length)
+    .map((entry) => ({ prefix: entry.prefix, format: formats.get(entry.errorFormat) ?? jsonErrorFormat }))
+  return (path) => byPrefix.find((entry) => path.startsWith(entry.prefix))?.format ?? jsonErrorFormat
 }
 
 /** Closes a retired table's plugin instances once its last request is done. */

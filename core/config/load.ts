@@ -83,6 +83,9 @@ function pluginEntries(
 }
 
 function crossCheck(source: ConfigSource, config: GatewayConfig, rawRoutes: any[], formats: Set<string>): void {
+  config.unmatched.forEach((entry, i) => {
+    if (!formats.has(entry.errorFormat)) source.issue(['unmatched', i, 'errorFormat'], `unknown error format "${entry.errorFormat}" (known: ${[...formats].join(', ')})`)
+  })
   const names = new Set<string>()
   config.routes.forEach((route, i) => {
     const at = ['routes', i]

@@ -232,6 +232,20 @@ export const coreSchema: JsonSchema = {
     },
     plugins: { type: 'array', items: pluginEntry, default: [], description: 'Global plugins, run on every route.' },
     routes: { type: 'array', items: route, description: 'The route table.' },
+    unmatched: {
+      type: 'array',
+      default: [],
+      description: 'Error format of 404s for paths that match no route, by path prefix (longest prefix wins); default json.',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['prefix', 'errorFormat'],
+        properties: {
+          prefix: { type: 'string', pattern: '^/', description: 'Path prefix, e.g. /ledger/mainnet/api/v1/.' },
+          errorFormat: { type: 'string', description: 'Error format for 404s under this prefix.' },
+        },
+      },
+    },
   },
 }
 

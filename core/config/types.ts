@@ -62,6 +62,7 @@ export interface GatewayConfig {
   upstreams: Record<string, UpstreamConfig>
   plugins: PluginEntry[]
   routes: RouteConfig[]
+  unmatched: { prefix: string; errorFormat: string }[]
   /** Absolute directory of the config file. */
   dir: string
   /** Absolute path of the config file. */

@@ -18,6 +18,8 @@ function isMirrorMessage(value: unknown): value is MirrorMessage {
 export function mirrorMessagesOf(error: GatewayError): MirrorMessage[] {
   const detailed = error.detail?.[MIRROR_MESSAGES]
   if (Array.isArray(detailed) && detailed.length > 0 && detailed.every(isMirrorMessage)) return detailed
+  // An unknown path under the mount reads as the node's own 404, so drop-in clients see no difference.
+  if (error.code === 'route_not_found') return [{ message: 'Not found' }]
   return [{ message: error.message }]
 }
 

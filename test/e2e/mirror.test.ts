@@ -133,6 +133,14 @@ t.test('gateway errors use the mirror shape: 401, 403, 402, 429', async (t) => {
   t.ok(limited, 'the rate limit refuses past its capacity')
   await expectMirrorError(limited!, 429, new RegExp(`^rate limit of ${RATE_CAPACITY} requests exceeded`), 'rate limited')
   t.match(limited!.headers['retry-after'], /^\d+$/)
+
+  const unknownPath = await viaGateway(`${MAIN}/no-such-resource`)
+  t.equal(unknownPath.status, 404, 'an unknown path under the mount')
+  t.same(unknownPath.json, { _status: { messages: [{ message: 'Not found' }] } }, "is the node's own 404")
+  const wrongMethod = await fetch(`${gw.url}${MAIN}/accounts`, { method: 'POST', headers: { 'x-api-key': KEY.acme } })
+  t.equal(wrongMethod.status, 405)
+  t.equal(wrongMethod.headers.get('allow'), 'GET, HEAD')
+  t.same(await wrongMethod.json(), { _status: { messages: [{ message: 'method POST is not allowed here; allowed: GET, HEAD' }] } }, 'a wrong method too')
 })
 
 t.test('auth and credits: the key never goes upstream; cost per call, hits and upstream 404s charged', async (t) => {

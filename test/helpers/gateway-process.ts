@@ -76,7 +76,14 @@ export async function startGatewayProcess(configText: string, options: { env?: N
         reject(new Error(`gateway exited (${code}) before ${pattern}; output:\n${output.join('\n')}`))
       })
     })
-  const started = JSON.parse(await waitFor(/tollgate started/))
+  let started: { address: string; admin: string }
+  try {
+    started = JSON.parse(await waitFor(/tollgate started/))
+  } catch (error) {
+    // Never leave a gateway behind when it did not come up as expected.
+    child.kill('SIGKILL')
+    throw error
+  }
   return {
     url: started.address,
     adminUrl: started.admin,

@@ -1,0 +1,68 @@
+/**
+ * Builds what serves each `chain/network` of the facilitator path from the handler config:
+ * in-process on a chain RPC, an upstream facilitator, or nothing (501).
+ */
+import type { PluginInit } from '../../core/plugin.ts'
+import { evmNetworkForPath } from './evm/chains.ts'
+import { settlementRecordsFrom } from './evm/records.ts'
+import type { FacilitatorConfig, NetworkConfig } from './config.ts'
+import { UnconfiguredFacilitator, type Facilitator } from './facilitator.ts'
+import { LocalFacilitator } from './local-facilitator.ts'
+import { RemoteFacilitator } from './remote-facilitator.ts'
+import { readSignerKey } from './signer-key.ts'
+
+/** The collection settlement records live in; the paywall shares it. */
+export const SETTLEMENTS_COLLECTION = 'x402-settlements'
+
+async function build(label: string, chainId: number, settings: NetworkConfig, config: FacilitatorConfig, init: PluginInit): Promise<Facilitator | undefined> {
+  const rpcUrl = settings.rpcUrl?.trim()
+  if (rpcUrl && settings.upstream) throw new Error(`${label}: set either rpcUrl (in-process) or upstream, not both`)
+  if (settings.upstream) {
+    if (!init.upstreamNames.includes(settings.upstream)) throw new Error(`${label}: unknown upstream "${settings.upstream}"`)
+    return new RemoteFacilitator(label, init.upstream(settings.upstream), init.log, chainId)
+  }
+  if (!rpcUrl) return undefined
+  if (!/^https?:\/\//.test(rpcUrl)) throw new Error(`${label}: rpcUrl must be an http(s) URL`)
+  const key = readSignerKey(settings.signerKeyEnv)
+  if (!key.ok) {
+    // The client gets the plain 501; only the log names the variable.
+    init.log.warn({ network: label }, `x402 network not configured: ${key.missing}`)
+    return new UnconfiguredFacilitator(label)
+  }
+  return LocalFacilitator.open(label, chainId, key.key, {
+    rpcUrl,
+    assets: settings.assets,
+    receiptTimeoutMs: settings.receiptTimeoutMs,
+    rpcTimeoutMs: settings.rpcTimeoutMs,
+    pollingIntervalMs: settings.pollingIntervalMs,
+    recheckIntervalMs: config.recheckIntervalMs,
+  }, {
+    records: settlementRecordsFrom(init.store.documents(SETTLEMENTS_COLLECTION), 'x402-facilitator'),
+    log: init.log,
+  })
+}
+
+/**
+ * One entry per configured `chain/network` (e.g. `base/testnet`); absent ones answer 501.
+ * Throws (failing the config) on a contradiction or when a chain disagrees with its assets.
+ *
+ * @example
+ * ```ts
+ * const served = await buildNetworks(config, init)
+ * served.get('base/testnet')?.verify(body)
+ * ```
+ */
+export async function buildNetworks(config: FacilitatorConfig, init: PluginInit): Promise<Map<string, Facilitator>> {
+  const pending: Promise<[string, Facilitator | undefined]>[] = []
+  for (const [chain, networks] of Object.entries(config.networks)) {
+    for (const [pathNetwork, settings] of Object.entries(networks ?? {})) {
+      if (!settings) continue
+      const known = evmNetworkForPath(chain, pathNetwork)!
+      const label = `${chain}/${pathNetwork}`
+      pending.push(build(label, known.chainId, settings, config, init).then((served) => [label, served]))
+    }
+  }
+  const served = new Map<string, Facilitator>()
+  for (const [label, facilitator] of await Promise.all(pending)) if (facilitator) served.set(label, facilitator)
+  return served
+}

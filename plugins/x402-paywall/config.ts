@@ -1,0 +1,108 @@
+/**
+ * Config of the `x402-paywall` plugin: what a request on the route costs, who is paid, in which
+ * token on which networks, and which facilitator verifies and settles each network's payments.
+ */
+import type { JsonSchema } from '../../core/plugin.ts'
+import { assetSchema, localChainProperties } from '../x402-facilitator/config.ts'
+import type { EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
+
+export interface PaywallFacilitatorConfig {
+  rpcUrl?: string | null
+  signerKeyEnv: string
+  receiptTimeoutMs: number
+  rpcTimeoutMs: number
+  pollingIntervalMs: number
+  upstream?: string
+}
+
+export interface PaywallNetworkConfig {
+  network: string
+  asset?: EvmAssetInfo
+  price?: string
+  payTo?: string
+  facilitator: PaywallFacilitatorConfig
+}
+
+export interface PaywallConfig {
+  price: string
+  payTo: string
+  description: string
+  mimeType: string
+  maxTimeoutSeconds: number
+  resourceBaseUrl?: string
+  networks: PaywallNetworkConfig[]
+  corsOrigins: string[]
+  recheckIntervalMs: number
+}
+
+const amount = (description: string): JsonSchema => ({ type: 'string', pattern: '^[1-9][0-9]{0,77}$', description })
+const address = (description: string): JsonSchema => ({ type: 'string', pattern: '^0x[0-9a-fA-F]{40}$', description })
+
+// The in-process facilitator accepts exactly the network's `asset`; no separate asset list.
+const { assets: _assets, ...chainProperties } = localChainProperties
+
+const facilitatorSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  description: 'Who verifies and settles payments on this network: in process on a chain RPC (rpcUrl + signerKeyEnv), or a facilitator over HTTP (upstream).',
+  properties: {
+    ...chainProperties,
+    rpcUrl: {
+      type: ['string', 'null'],
+      description: 'JSON-RPC URL of the chain, for the in-process facilitator. Empty, or signerKeyEnv unset: the network is left out of the offer.',
+    },
+    upstream: {
+      type: 'string',
+      minLength: 1,
+      description: 'Named upstream of an x402 facilitator (its URL is the base of /verify and /settle), e.g. this gateway\'s own /x402/base/testnet/<key>. Exclusive with rpcUrl.',
+    },
+  },
+}
+
+const networkSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['network', 'facilitator'],
+  properties: {
+    network: {
+      type: 'string',
+      minLength: 1,
+      description: 'EVM network: v1 short name (base-sepolia) or CAIP-2 (eip155:84532). Both forms are offered (v1 body, v2 header).',
+    },
+    asset: { ...assetSchema, description: "Token paid in. Default: the network's USDC (known networks only)." },
+    price: amount('Price on this network, in atomic token units; default the top-level price.'),
+    payTo: address('Recipient on this network; default the top-level payTo.'),
+    facilitator: facilitatorSchema,
+  },
+}
+
+export const paywallConfigSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['price', 'payTo', 'networks'],
+  properties: {
+    price: amount('Price of one request in atomic token units (10000 = 0.01 USDC), matched exactly.'),
+    payTo: address('Address that receives the payments.'),
+    description: { type: 'string', default: '', description: 'What is paid for; shown to clients in the 402 answer.' },
+    mimeType: { type: 'string', default: 'application/json', description: 'Media type of the paid resource (402 answer).' },
+    maxTimeoutSeconds: { type: 'integer', minimum: 1, default: 60, description: 'How long a client has to complete payment (402 answer).' },
+    resourceBaseUrl: {
+      type: 'string',
+      pattern: '^https?://[^/]+$',
+      description: 'Public scheme and host of the gateway, e.g. https://api.example.com; the resource URL is this plus the request path. Default: http:// and the Host header.',
+    },
+    networks: { type: 'array', minItems: 1, items: networkSchema, description: 'Networks a payment is accepted on, in order of preference.' },
+    corsOrigins: {
+      type: 'array',
+      items: { type: 'string', minLength: 1 },
+      default: [],
+      description: 'Origins (or "*") allowed to call the route from a browser: they get Access-Control-Allow-Origin, and OPTIONS preflights are answered.',
+    },
+    recheckIntervalMs: {
+      type: 'integer',
+      minimum: 100,
+      default: 5000,
+      description: 'While a chain RPC is unreachable, how often a request may trigger a new check.',
+    },
+  },
+}

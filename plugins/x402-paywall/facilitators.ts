@@ -1,0 +1,72 @@
+/**
+ * The facilitator behind each network of a paywall: the built-in one in process (the same code as
+ * the x402-facilitator handler, settlements in the same store collection), or a facilitator over
+ * HTTP (a named upstream). A network whose in-process facilitator lacks an RPC URL or a signer key
+ * is left out of the offer, with a warning, rather than failing the whole config.
+ */
+import type { PluginInit } from '../../core/plugin.ts'
+import { settlementRecordsFrom } from '../x402-facilitator/evm/records.ts'
+import type { Facilitator } from '../x402-facilitator/facilitator.ts'
+import { LocalFacilitator } from '../x402-facilitator/local-facilitator.ts'
+import { SETTLEMENTS_COLLECTION } from '../x402-facilitator/networks.ts'
+import { RemoteFacilitator } from '../x402-facilitator/remote-facilitator.ts'
+import { readSignerKey } from '../x402-facilitator/signer-key.ts'
+import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'
+import { networkOffer, type NetworkOffer } from './offers.ts'
+
+export interface PaidNetwork {
+  offer: NetworkOffer
+  facilitator: Facilitator
+}
+
+async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: PluginInit): Promise<PaidNetwork | undefined> {
+  const offer = networkOffer(config, entry)
+  const settings = entry.facilitator
+  const rpcUrl = settings.rpcUrl?.trim()
+  const label = entry.network
+  if (rpcUrl && settings.upstream) throw new Error(`network ${label}: set either facilitator.rpcUrl or facilitator.upstream, not both`)
+  if (settings.upstream) {
+    if (!init.upstreamNames.includes(settings.upstream)) throw new Error(`network ${label}: unknown upstream "${settings.upstream}"`)
+    return { offer, facilitator: new RemoteFacilitator(label, init.upstream(settings.upstream), init.log) }
+  }
+  if (!rpcUrl) {
+    init.log.warn({ network: label }, 'x402 paywall network left out: facilitator.rpcUrl is empty')
+    return undefined
+  }
+  const key = readSignerKey(settings.signerKeyEnv)
+  if (!key.ok) {
+    init.log.warn({ network: label }, `x402 paywall network left out: ${key.missing}`)
+    return undefined
+  }
+  const facilitator = await LocalFacilitator.open(label, offer.chainId, key.key, {
+    rpcUrl,
+    assets: [offer.asset],
+    receiptTimeoutMs: settings.receiptTimeoutMs,
+    rpcTimeoutMs: settings.rpcTimeoutMs,
+    pollingIntervalMs: settings.pollingIntervalMs,
+    recheckIntervalMs: config.recheckIntervalMs,
+  }, {
+    records: settlementRecordsFrom(init.store.documents(SETTLEMENTS_COLLECTION), 'x402-paywall'),
+    log: init.log,
+  })
+  return { offer, facilitator }
+}
+
+/**
+ * The networks this paywall can take payments on, in config order.
+ *
+ * @example
+ * ```ts
+ * const networks = await openPaidNetworks(config, init) // [{ offer, facilitator }, ...]
+ * ```
+ */
+export async function openPaidNetworks(config: PaywallConfig, init: PluginInit): Promise<PaidNetwork[]> {
+  const seen = new Set<string>()
+  for (const entry of config.networks) {
+    const caip2 = networkOffer(config, entry).caip2
+    if (seen.has(caip2)) throw new Error(`network ${entry.network} is listed twice`)
+    seen.add(caip2)
+  }
+  const opened = await Promise.all(config.networks.map((entry) => open(config, entry, init)))
+  return opened.filter((network): network is PaidNetwork => network !== undefined)
+}

@@ -1,0 +1,147 @@
+/**
+ * `x402-paywall`: any route can charge per request with the x402 protocol.
+ *
+ * - request: without a payment → 402 with `PAYMENT-REQUIRED` (v2, base64 JSON) and the v1 JSON body
+ *   `{x402Version: 1, error, accepts}`. With `PAYMENT-SIGNATURE` (v2) or `X-PAYMENT` (v1) → match it
+ *   to an offered network, verify it with that network's facilitator (built-in in process, or over
+ *   HTTP); an invalid payment → 402 with the reason. The payment headers are never forwarded.
+ * - response: the upstream's answer is held (the plugin asks the core to buffer it, capped by the
+ *   route's maxResponseBodyBytes); below 400 the payment is settled, and only a successful
+ *   settlement releases the content, with `PAYMENT-RESPONSE` (v2) / `X-PAYMENT-RESPONSE` (v1).
+ *   A failed settlement → 402, content withheld. An answer ≥ 400 is passed on unsettled.
+ *
+ * CORS: every answer exposes the payment headers; `corsOrigins` adds Allow-Origin and preflights.
+ */
+import { GatewayError } from '../../core/errors.ts'
+import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
+import { reasons } from '../x402-facilitator/evm/errors.ts'
+import type { SettleResponse } from '../x402-facilitator/evm/types.ts'
+import { paywallConfigSchema, type PaywallConfig } from './config.ts'
+import { openPaidNetworks, type PaidNetwork } from './facilitators.ts'
+import { encodeHeader, paymentRequired, resourceUrl, type PaymentRequiredTexts } from './offers.ts'
+import { authorizationKey, matchOffer, readPayment } from './payment-header.ts'
+import { redemptionsFrom } from './redemptions.ts'
+
+const STATE = 'x402-paywall'
+const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
+
+interface PaidRequest {
+  network: PaidNetwork
+  version: 1 | 2
+  /** The verify / settle body sent to the facilitator. */
+  facilitatorBody: Record<string, unknown>
+  key: string | undefined
+  payer: string
+  url: string
+  settled?: boolean
+}
+
+const same = (text: string): PaymentRequiredTexts => ({ v1: text, v2: text })
+
+/** The settle answer for a header: null fields dropped (optional in the protocol). */
+function settleHeader(result: SettleResponse): string {
+  return encodeHeader(Object.fromEntries(Object.entries(result).filter(([, value]) => value !== null && value !== undefined)))
+}
+
+function applyCors(ctx: RequestContext, origins: ReadonlySet<string>): boolean {
+  ctx.responseHeaders['access-control-expose-headers'] = EXPOSED
+  const origin = ctx.headers.origin
+  if (!origin || (!origins.has('*') && !origins.has(origin))) return false
+  ctx.responseHeaders['access-control-allow-origin'] = origins.has('*') ? '*' : origin
+  if (!origins.has('*')) ctx.responseHeaders.vary = 'Origin'
+  return true
+}
+
+const x402Paywall: PluginDefinition<PaywallConfig> = {
+  name: 'x402-paywall',
+  version: '1.0.0',
+  // After auth (1250), gates (1000), rate-limit (910) and credit-meter (900): a refused or throttled
+  // request never costs a verify on the chain.
+  priority: 850,
+  configSchema: paywallConfigSchema,
+  needs: () => ({ responseBody: true }),
+  async create(config, init) {
+    const networks = await openPaidNetworks(config, init)
+    const offers = networks.map((network) => network.offer)
+    const redemptions = redemptionsFrom(init.store.documents('x402-paywall'))
+    const corsOrigins = new Set(config.corsOrigins)
+
+    const ask = (ctx: RequestContext, url: string, texts: PaymentRequiredTexts, payer?: string) => {
+      const answer = paymentRequired(offers, url, config, texts, { payer })
+      ctx.respond(answer.status, answer.body, answer.headers)
+    }
+
+    return {
+      async request(ctx) {
+        // Payment credentials: redacted, and never sent upstream.
+        ctx.secretHeaders.add('payment-signature')
+        ctx.secretHeaders.add('x-payment')
+        const corsAllowed = applyCors(ctx, corsOrigins)
+        const preflightMethod = ctx.headers['access-control-request-method']
+        if (ctx.method === 'OPTIONS' && corsAllowed && typeof preflightMethod === 'string') {
+          ctx.respond(204, Buffer.alloc(0), {
+            'access-control-allow-methods': preflightMethod,
+            'access-control-allow-headers': 'PAYMENT-SIGNATURE, X-PAYMENT, Content-Type, Access-Control-Expose-Headers',
+            'access-control-max-age': '600',
+          })
+          delete ctx.response!.headers['content-type']
+          return
+        }
+        if (networks.length === 0) throw new GatewayError(503, 'paywall_unavailable', 'no payment network is available for this route')
+        const url = resourceUrl(ctx, config.resourceBaseUrl)
+        const read = readPayment(ctx)
+        if (read.kind === 'none') return ask(ctx, url, { v2: 'PAYMENT-SIGNATURE header is required', v1: 'X-PAYMENT header is required' })
+        if (read.kind === 'invalid') return ask(ctx, url, same(read.message))
+        const offer = matchOffer(offers, read.version, read.payload)
+        if (!offer) return ask(ctx, url, same('No matching payment requirements'))
+        const network = networks.find((n) => n.offer === offer)!
+        const facilitatorBody = read.version === 2
+          ? { x402Version: 2, paymentPayload: read.payload, paymentRequirements: offer.v2 }
+          : { x402Version: 1, paymentPayload: read.payload, paymentRequirements: { ...offer.v1, resource: url } }
+        const key = authorizationKey(offer, read.payload)
+        const { body: verdict } = await network.facilitator.verify(facilitatorBody, ctx.signal)
+        ctx.logFields.payer = verdict.payer || undefined
+        if (!verdict.isValid) {
+          // A retry after `settlement_pending`: the nonce is used by our own transaction.
+          const retry = key !== undefined && verdict.invalidReason === reasons.nonceAlreadyUsed && (await redemptions.isPending(key))
+          if (!retry) {
+            ctx.logFields.x402Result = verdict.invalidReason
+            return ask(ctx, url, same(verdict.invalidReason ?? 'invalid_payment'), verdict.payer)
+          }
+        }
+        ctx.logFields.x402Network = offer.caip2
+        ctx.state.set(STATE, { network, version: read.version, facilitatorBody, key, payer: verdict.payer, url } satisfies PaidRequest)
+      },
+
+      async response(ctx) {
+        const paid = ctx.state.get(STATE) as PaidRequest | undefined
+        if (!paid || paid.settled) return
+        paid.settled = true
+        // The service failed or refused: nothing is charged, the authorization stays unused.
+        if (ctx.error || !ctx.response || ctx.response.status >= 400) return
+        const { body: result } = await paid.network.facilitator.settle(paid.facilitatorBody)
+        const headerName = paid.version === 2 ? 'payment-response' : 'x-payment-response'
+        ctx.logFields.x402Result = result.success ? 'settled' : result.errorReason
+        if (result.transaction) ctx.logFields.tx = result.transaction
+        if (result.success) {
+          if (paid.key === undefined || (await redemptions.claimDelivery(paid.key, result.transaction))) {
+            ctx.response.headers[headerName] = settleHeader(result)
+            return
+          }
+          ctx.logFields.x402Result = reasons.duplicateSettlement
+          const refused: SettleResponse = { ...result, success: false, errorReason: reasons.duplicateSettlement, errorMessage: 'this payment was already redeemed' }
+          ctx.response = paymentRequired(offers, paid.url, config, same(reasons.duplicateSettlement), {
+            payer: paid.payer, extraHeaders: { [headerName]: settleHeader(refused) },
+          })
+          return
+        }
+        if (result.errorReason === reasons.settlementPending && paid.key !== undefined) await redemptions.markPending(paid.key, result.transaction)
+        ctx.response = paymentRequired(offers, paid.url, config, same(result.errorReason ?? 'settlement_failed'), {
+          payer: paid.payer, extraHeaders: { [headerName]: settleHeader(result) },
+        })
+      },
+    }
+  },
+}
+
+export default x402Paywall
