@@ -24,6 +24,8 @@ export const MAX_BATCH_OPS = 1000
 
 interface QueuedOp {
   run: () => unknown
+  /** The operation is one SQL statement: alone in its batch, it runs as its own (auto-commit) transaction. */
+  singleStatement: boolean
   resolve: (value: unknown) => void
   reject: (error: unknown) => void
 }
@@ -68,11 +70,13 @@ export class WriteBatcher {
   /**
    * Queues `run` (synchronous SQLite work, no transaction of its own) for the next batch. The promise
    * settles with its result, or rejects with what it threw, once the batch has committed.
+   * `singleStatement`: `run` executes exactly one SQL statement, so when it is alone in its batch it
+   * skips BEGIN/COMMIT (the statement commits itself, with the same durability).
    */
-  enqueue<T>(run: () => T): Promise<T> {
+  enqueue<T>(run: () => T, singleStatement = false): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ run, resolve: resolve as (value: unknown) => void, reject })
+      this.queue.push({ run, singleStatement, resolve: resolve as (value: unknown) => void, reject })
       this.scheduled ??= setImmediate(this.flushScheduled)
     })
   }
@@ -146,7 +150,8 @@ export class WriteBatcher {
   /** Runs `ops` in one transaction; returns the failure (in `cause`) or undefined when committed. */
   private attempt(ops: readonly QueuedOp[], results: unknown[]): { cause: unknown } | undefined {
     try {
-      this.runInTransaction(ops, results)
+      if (ops.length === 1 && ops[0]!.singleStatement) results.push(ops[0]!.run())
+      else this.runInTransaction(ops, results)
       this.counters.transactions++
       return undefined
     } catch (cause) {

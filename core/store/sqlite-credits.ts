@@ -3,8 +3,10 @@
  *
  * The balance row holds `used` only: the allocation comes from config on every call, so a reload that
  * changes a project's allocation takes effect at once. The check-and-reserve is a single upsert whose
- * WHERE clause refuses the charge when it would pass the allocation; it runs inside one synchronous
- * transaction, so no other request can interleave between the check and the write.
+ * WHERE clause refuses the charge when it would pass the allocation. Writes go through the store's
+ * {@link WriteBatcher}: each runs synchronously, in queue order, inside its batch's transaction, so no
+ * other operation can interleave between a check and its write, and its promise settles once the
+ * batch has committed. Reads drain the queue first, so they see every write issued before them.
  *
  * A reservation row carries the period it was charged to, so commit, release and refundPart always
  * touch that period's balance, whatever the clock says when they run.
@@ -14,6 +16,7 @@
  * per request); the sweep walks it in key order in small chunks, so deletes hit contiguous pages.
  */
 import type Database from 'better-sqlite3'
+import type { WriteBatcher } from './sqlite-batch.ts'
 import type { CreditBalance, CreditReservation } from './types.ts'
 
 export type ReservationState = 'pending' | 'committed' | 'released'
@@ -60,10 +63,13 @@ interface ReservationRow {
   created_at: number
 }
 
+type ChargeParams = Pick<CreditReservation, 'projectId' | 'period' | 'amount' | 'allocation'>
+
 export class SqliteCreditLedger {
-  private readonly reserveTx: (reservation: CreditReservation, now: number) => { ok: boolean; used: number }
-  private readonly releaseTx: (id: string) => void
-  private readonly refundTx: (id: string, amount: number) => void
+  // The write steps below run inside a batch transaction (see WriteBatcher): none opens its own.
+  private readonly reserveStep: (reservation: CreditReservation, now: number) => { ok: boolean; used: number }
+  private readonly releaseStep: (id: string) => void
+  private readonly refundStep: (id: string, amount: number) => void
   private readonly recoverTx: () => number
   private readonly sweepTx: (cursor: string, maxRows: number, cutoff: number) => { cursor: string; deleted: number }
   private readonly commitStmt: Database.Statement
@@ -71,7 +77,10 @@ export class SqliteCreditLedger {
   private readonly getStmt: Database.Statement
   private sweepCursor = ''
 
-  constructor(db: Database.Database) {
+  constructor(
+    db: Database.Database,
+    private readonly writes: WriteBatcher,
+  ) {
     db.exec(CREDITS_SCHEMA)
     // The new row is inserted only when the amount fits a fresh allocation; an existing row is
     // updated only when used + amount still fits. No row returned = refused.
@@ -103,30 +112,29 @@ export class SqliteCreditLedger {
       DELETE FROM credit_reservations
       WHERE id > @cursor AND id <= @lastId AND state <> 'pending' AND created_at < @cutoff`)
 
-    this.reserveTx = db.transaction((reservation: CreditReservation, now: number) => {
-      const used = chargeStmt.get(reservation) as number | undefined
-      if (used === undefined) {
-        return { ok: false, used: (this.usedStmt.get(reservation.projectId, reservation.period) as number | undefined) ?? 0 }
-      }
-      // A duplicate id throws here and rolls the charge back with it.
-      const { id, projectId, period, apiType, amount } = reservation
+    this.reserveStep = (reservation, now) => {
+      const { id, projectId, period, apiType, amount, allocation } = reservation
+      const charge: ChargeParams = { projectId, period, amount, allocation }
+      const used = chargeStmt.get(charge) as number | undefined
+      if (used === undefined) return { ok: false, used: (this.usedStmt.get(projectId, period) as number | undefined) ?? 0 }
+      // A duplicate id throws here; the batch rolls the charge back with it and rejects this reserve only.
       insertStmt.run(id, projectId, period, apiType, amount, amount, now)
       return { ok: true, used }
-    })
-    this.releaseTx = db.transaction((id: string) => {
+    }
+    this.releaseStep = (id) => {
       const row = this.getStmt.get(id) as ReservationRow | undefined
       if (row === undefined || row.state === 'released') return
       unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: row.charged })
       releaseStmt.run(id)
-    })
-    this.refundTx = db.transaction((id: string, amount: number) => {
+    }
+    this.refundStep = (id, amount) => {
       const row = this.getStmt.get(id) as ReservationRow | undefined
       if (row === undefined || row.state === 'released') return
       const refund = Math.min(amount, row.charged)
       if (refund <= 0) return
       unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: refund })
       reduceStmt.run({ id, amount: refund })
-    })
+    }
     this.recoverTx = db.transaction(() => {
       let released = 0
       for (const group of pendingSumsStmt.all() as { projectId: string; period: string; amount: number; n: number }[]) {
@@ -145,37 +153,48 @@ export class SqliteCreditLedger {
     })
   }
 
-  reserve(reservation: CreditReservation, now: number): { ok: boolean; balance: CreditBalance } {
+  /** Queues the check-and-reserve; bad input throws at once, before anything is queued. */
+  reserve(reservation: CreditReservation, now: number): Promise<{ ok: boolean; balance: CreditBalance }> {
     if (typeof reservation.id !== 'string' || reservation.id === '') throw new TypeError('reservation id must be a non-empty string')
     checkAmount('amount', reservation.amount)
     if (!Number.isFinite(reservation.allocation)) throw new RangeError(`allocation must be a finite number, got ${reservation.allocation}`)
-    const { ok, used } = this.reserveTx(reservation, now)
-    return { ok, balance: toBalance(reservation.projectId, reservation.period, reservation.allocation, used) }
+    // A copy: the caller may reuse its object before the batch runs.
+    const queued = { ...reservation }
+    return this.writes.enqueue(() => {
+      const { ok, used } = this.reserveStep(queued, now)
+      return { ok, balance: toBalance(queued.projectId, queued.period, queued.allocation, used) }
+    })
   }
 
-  commit(id: string): void {
-    this.commitStmt.run(id)
+  commit(id: string): Promise<void> {
+    return this.writes.enqueue(() => {
+      this.commitStmt.run(id)
+    }, true)
   }
 
-  release(id: string): void {
-    this.releaseTx(id)
+  release(id: string): Promise<void> {
+    return this.writes.enqueue(() => this.releaseStep(id))
   }
 
-  refundPart(id: string, amount: number): void {
+  refundPart(id: string, amount: number): Promise<void> {
     checkAmount('amount', amount)
-    if (amount > 0) this.refundTx(id, amount)
+    if (amount === 0) return Promise.resolve()
+    return this.writes.enqueue(() => this.refundStep(id, amount))
   }
 
   balance(projectId: string, period: string, allocation: number): CreditBalance {
+    this.writes.drain()
     const used = (this.usedStmt.get(projectId, period) as number | undefined) ?? 0
     return toBalance(projectId, period, allocation, used)
   }
 
   recoverPending(): number {
+    this.writes.drain()
     return this.recoverTx()
   }
 
   get(id: string): ReservationRecord | undefined {
+    this.writes.drain()
     const row = this.getStmt.get(id) as ReservationRow | undefined
     if (row === undefined) return undefined
     return {
@@ -195,6 +214,7 @@ export class SqliteCreditLedger {
    * the previous call stopped. Returns how many rows were deleted and whether the walk wrapped around.
    */
   sweep(cutoff: number, maxRows: number): { deleted: number; wrapped: boolean } {
+    this.writes.drain()
     const { cursor, deleted } = this.sweepTx(this.sweepCursor, maxRows, cutoff)
     this.sweepCursor = cursor
     return { deleted, wrapped: cursor === '' }

@@ -3,8 +3,12 @@
  *
  * `insertIfAbsent` is INSERT ... ON CONFLICT DO NOTHING followed by a read of the winner, so two
  * concurrent inserts of one key (a settlement retried by two requests) leave exactly one record.
+ *
+ * Writes join the store's group commit ({@link WriteBatcher}): they settle once their batch has
+ * committed. Reads drain the queue first, so they see every write issued before them.
  */
 import type Database from 'better-sqlite3'
+import type { WriteBatcher } from './sqlite-batch.ts'
 import type { DocumentCollection, StoredDocument } from './types.ts'
 
 export const DOCUMENTS_SCHEMA = `
@@ -68,35 +72,42 @@ export class SqliteDocumentCollection implements DocumentCollection {
     private readonly name: string,
     private readonly stmts: DocumentStatements,
     private readonly clock: () => number,
+    private readonly writes: WriteBatcher,
   ) {}
 
   async insertIfAbsent<T>(key: string, owner: string, doc: T): Promise<{ created: boolean; stored: StoredDocument<T> }> {
     const json = toJson(doc)
     const now = this.clock()
-    const { changes } = this.stmts.insert.run(this.name, key, owner, json, now, now)
-    if (changes === 1) return { created: true, stored: { key, owner, doc: JSON.parse(json) as T, createdAt: now, updatedAt: now } }
-    return { created: false, stored: this.read<T>(key)! }
+    return this.writes.enqueue(() => {
+      const { changes } = this.stmts.insert.run(this.name, key, owner, json, now, now)
+      if (changes === 1) return { created: true, stored: { key, owner, doc: JSON.parse(json) as T, createdAt: now, updatedAt: now } }
+      return { created: false, stored: this.read<T>(key)! }
+    })
   }
 
   async get<T>(key: string): Promise<StoredDocument<T> | undefined> {
+    this.writes.drain()
     return this.read<T>(key)
   }
 
   async update<T>(key: string, doc: T): Promise<boolean> {
-    return this.stmts.update.run(toJson(doc), this.clock(), this.name, key).changes === 1
+    const json = toJson(doc)
+    const now = this.clock()
+    return this.writes.enqueue(() => this.stmts.update.run(json, now, this.name, key).changes === 1, true)
   }
 
   async listByOwner<T>(owner: string, limit?: number): Promise<StoredDocument<T>[]> {
     if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0)) {
       throw new RangeError(`limit must be a non-negative integer, got ${limit}`)
     }
+    this.writes.drain()
     // LIMIT -1 is SQLite for "no limit".
     const rows = this.stmts.listByOwner.all(this.name, owner, limit ?? -1) as DocumentRow[]
     return rows.map((row) => toStored<T>(row))
   }
 
   async delete(key: string): Promise<boolean> {
-    return this.stmts.delete.run(this.name, key).changes === 1
+    return this.writes.enqueue(() => this.stmts.delete.run(this.name, key).changes === 1, true)
   }
 
   private read<T>(key: string): StoredDocument<T> | undefined {

@@ -3,17 +3,24 @@
  * in-process token buckets for rate limits. Single node: one process owns `<dataDir>/tollgate.db`.
  *
  * Durability. The database runs in WAL mode with `synchronous = NORMAL`. Each write transaction
- * ends with a write() of its pages into the WAL file before the call returns; only checkpoints
+ * ends with a write() of its pages into the WAL file before COMMIT returns; only checkpoints
  * fsync. Data written with write() sits in the OS page cache, which belongs to the kernel, not to
  * the process: a crash or `kill -9` of the gateway loses nothing that was committed, and the next
  * open replays the WAL. Only a power loss or kernel crash can drop the last commits before the next
  * checkpoint; `synchronous = FULL` would close that window with an fsync per commit, which costs
- * milliseconds on most disks and is far beyond the per-request budget. So: a reservation or commit
- * is on disk (in the crash-safe sense) when its promise resolves.
+ * milliseconds on most disks and is far beyond the per-request budget.
  *
- * Every operation is synchronous underneath (one SQLite connection on the event loop thread, every
- * statement prepared once) and exposed as async to match the {@link Store} interface. Because no
- * await separates a check from its write, each operation is atomic by construction.
+ * Group commit. Credit and document writes are queued, and everything queued during one event-loop
+ * turn (the reserves and commits of all the requests whose data arrived together) runs in queue
+ * order inside ONE transaction at the next check phase (setImmediate), at most 1000 operations per
+ * transaction (`maxBatchOps`). An operation's promise resolves only after its batch has committed,
+ * so a reservation or commit is on disk (in the crash-safe sense above) when its promise resolves,
+ * exactly as with one transaction each; what batching adds is at most one event-loop turn of delay.
+ * Each operation is still synchronous SQL run against the state the operations before it left, so
+ * a check-and-reserve is decided in queue order and is atomic: nothing can interleave inside it. An
+ * operation that fails (a reused reservation id) is rejected alone; the others of its batch commit
+ * (see sqlite-batch.ts). Reads (balance, getReservation, document get/list) first run what is queued,
+ * so they see every write issued before them. Usage counters are buffered separately (sqlite-usage.ts).
  *
  * Locking. By default the connection holds the database lock for its lifetime (`locking_mode =
  * EXCLUSIVE`, WAL index in process memory): no lock syscalls per transaction, and a second gateway
@@ -25,6 +32,7 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import path from 'node:path'
+import { MAX_BATCH_OPS, WriteBatcher, type WriteBatchStats } from './sqlite-batch.ts'
 import { SqliteCreditLedger, type ReservationRecord } from './sqlite-credits.ts'
 import { prepareDocumentStatements, SqliteDocumentCollection } from './sqlite-documents.ts'
 import { SqliteUsageLog } from './sqlite-usage.ts'
@@ -40,6 +48,7 @@ import type {
   UsageRow,
 } from './types.ts'
 
+export type { WriteBatchStats } from './sqlite-batch.ts'
 export type { ReservationRecord } from './sqlite-credits.ts'
 
 export interface SqliteStoreOptions {
@@ -60,6 +69,8 @@ export interface SqliteStoreOptions {
   exclusive?: boolean
   /** How long opening waits for another process to let go of the database (default 5000 ms). */
   lockTimeoutMs?: number
+  /** Most queued writes committed in one transaction (default 1000; 1 = a transaction per write). */
+  maxBatchOps?: number
   /** Most rate-limit buckets held in memory (default 100,000). */
   maxRateBuckets?: number
   /** Failures of background work (usage flush, sweep). Default: a process warning. */
@@ -91,6 +102,7 @@ export class SqliteStore implements Store {
   /** Absolute path of the database file. */
   readonly file: string
   private readonly db: Database.Database
+  private readonly writes: WriteBatcher
   private readonly clock: () => number
   private readonly credits: SqliteCreditLedger
   private readonly usage: SqliteUsageLog
@@ -131,7 +143,8 @@ export class SqliteStore implements Store {
       this.db.pragma('cache_size = -32768')
       // After a checkpoint resets the WAL, shrink the file back so it does not keep its peak size.
       this.db.pragma('journal_size_limit = 67108864')
-      this.credits = new SqliteCreditLedger(this.db)
+      this.writes = new WriteBatcher(this.db, options.maxBatchOps ?? MAX_BATCH_OPS)
+      this.credits = new SqliteCreditLedger(this.db, this.writes)
       this.usage = new SqliteUsageLog(this.db, usageFlushMs)
       this.documentStmts = prepareDocumentStatements(this.db)
     } catch (error) {
@@ -145,21 +158,21 @@ export class SqliteStore implements Store {
   }
 
   async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    const result = this.credits.reserve(reservation, this.clock())
+    const result = await this.credits.reserve(reservation, this.clock())
     if (result.ok) this.reservedSinceSweep++
     return result
   }
 
   async commitCredits(reservationId: string): Promise<void> {
-    this.credits.commit(reservationId)
+    return this.credits.commit(reservationId)
   }
 
   async releaseCredits(reservationId: string): Promise<void> {
-    this.credits.release(reservationId)
+    return this.credits.release(reservationId)
   }
 
   async refundPart(reservationId: string, amount: number): Promise<void> {
-    this.credits.refundPart(reservationId, amount)
+    return this.credits.refundPart(reservationId, amount)
   }
 
   async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
@@ -201,18 +214,27 @@ export class SqliteStore implements Store {
   documents(collection: string): DocumentCollection {
     let found = this.collections.get(collection)
     if (found === undefined) {
-      found = new SqliteDocumentCollection(collection, this.documentStmts, this.clock)
+      found = new SqliteDocumentCollection(collection, this.documentStmts, this.clock, this.writes)
       this.collections.set(collection, found)
     }
     return found
   }
 
-  /** Writes buffered usage, checkpoints the WAL into the database file and closes it. Idempotent. */
+  /** Group-commit counters since open: transactions committed and writes settled through them. */
+  writeStats(): WriteBatchStats {
+    return this.writes.stats()
+  }
+
+  /**
+   * Commits the queued writes and buffered usage, checkpoints the WAL into the database file and
+   * closes it. Writes issued afterwards reject. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
     for (const timer of this.timers) clearInterval(timer)
     try {
+      this.writes.close()
       this.usage.flush()
       this.db.pragma('wal_checkpoint(TRUNCATE)')
     } finally {
