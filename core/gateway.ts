@@ -83,6 +83,7 @@ export class Gateway {
       upstreams,
       trustProxy: config.server.trustProxy,
       draining: () => this.#draining,
+      inFlight: metrics.inFlightRequests,
       tableIdle: (retired) => void closeTable(retired),
     }
   }

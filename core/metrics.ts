@@ -29,10 +29,13 @@ export class CoreMetrics {
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   })
-  readonly inFlight = new Gauge({
+  /** Counted by the pipeline as a plain number; the gauge reads it only when scraped. */
+  readonly inFlightRequests = { count: 0 }
+  readonly inFlight: Gauge = new Gauge({
     name: 'tollgate_http_requests_in_flight',
     help: 'Requests being handled right now.',
     registers: [this.registry],
+    collect: (): void => this.inFlight.set(this.inFlightRequests.count),
   })
   readonly reloads = new Counter({
     name: 'tollgate_config_reloads_total',

@@ -27,6 +27,8 @@ export interface PipelineDeps {
   upstreams: ReadonlyMap<string, UpstreamHandle>
   trustProxy: boolean
   draining(): boolean
+  /** Requests in flight in this process, read by the in-flight gauge when scraped. */
+  inFlight: { count: number }
   /** Called when a retired table's last request is done. */
   tableIdle(table: Table): void
 }
@@ -65,54 +67,32 @@ function clientIp(req: IncomingMessage, trustProxy: boolean): string {
   return req.socket.remoteAddress ?? ''
 }
 
-export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMessage, res: ServerResponse): void {
-  const url = req.url ?? '/'
-  const q = url.indexOf('?')
-  const incomingId = req.headers['x-request-id']
-  const ctx = new Context(
-    req.method ?? 'GET',
-    q === -1 ? url : url.slice(0, q),
-    q === -1 ? '' : url.slice(q + 1),
-    req.headers,
-    clientIp(req, deps.trustProxy),
-    typeof incomingId === 'string' && REQUEST_ID.test(incomingId) ? incomingId : undefined,
-  )
-  table.inFlight++
-  deps.metrics.inFlight.inc()
-  let route: CompiledRoute | undefined
-  let chainSettled = false
-  let closed = false
-  let doneRan = false
+const EXCHANGE = Symbol('exchange')
 
-  const runDone = async () => {
-    if (doneRan || !chainSettled || !closed) return
-    doneRan = true
-    for (const step of route?.done ?? []) {
-      try {
-        await step(ctx)
-      } catch (error) {
-        deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
-      }
-    }
-    observe(deps, route, ctx, req, res)
-    deps.metrics.inFlight.dec()
-    if (--table.inFlight === 0 && table.retired) deps.tableIdle(table)
-  }
+/** One request's journey; a class so that the hot path creates no closures per request. */
+class Exchange {
+  route: CompiledRoute | undefined
+  chainSettled = false
+  closed = false
+  doneRan = false
 
-  res.once('close', () => {
-    if (!res.writableFinished) ctx.abortClient()
-    closed = true
-    void runDone()
-  })
+  constructor(
+    readonly deps: PipelineDeps,
+    readonly table: Table,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly ctx: Context,
+  ) {}
 
-  const run = async () => {
+  async run(): Promise<void> {
+    const { deps, table, req, res, ctx } = this
     try {
       if (deps.draining()) {
         res.setHeader('connection', 'close')
         throw errors.shuttingDown('the gateway is shutting down')
       }
       const match = table.router.match(ctx.method, normalisePath(ctx.path))
-      route = match.value
+      const route = (this.route = match.value)
       ctx.routeName = route.name
       ctx.params = match.params
       for (const name of route.secretParams) ctx.secretParams.add(name)
@@ -121,7 +101,7 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
       ctx.responseHeaders['x-request-id'] = ctx.id
       ctx.upstreamHeaders['x-request-id'] = ctx.id
-      await runSteps(route.request, ctx)
+      if (route.request.length) await runSteps(route.request, ctx)
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
       if (!route.rewrite && ctx.secretParams.size && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
       if (!ctx.answered && route.bodyNeed) {
@@ -135,12 +115,58 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
         deps.log.error({ err: thrown, route: ctx.routeName, reqId: ctx.id }, 'unexpected error on the request path')
       }
     }
-    if (!res.headersSent && !ctx.aborted) await answer(deps, table, route, ctx, res)
+    try {
+      if (!res.headersSent && !ctx.aborted) await answer(deps, table, this.route, ctx, res)
+    } finally {
+      this.chainSettled = true
+      void this.runDone()
+    }
   }
-  run().finally(() => {
-    chainSettled = true
-    void runDone()
-  })
+
+  async runDone(): Promise<void> {
+    if (this.doneRan || !this.chainSettled || !this.closed) return
+    this.doneRan = true
+    const { deps, table, route, ctx } = this
+    if (route?.done.length) {
+      for (const step of route.done) {
+        try {
+          await step(ctx)
+        } catch (error) {
+          deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
+        }
+      }
+    }
+    observe(deps, route, ctx, this.req, this.res)
+    deps.inFlight.count--
+    if (--table.inFlight === 0 && table.retired) deps.tableIdle(table)
+  }
+}
+
+function onResponseClose(this: ServerResponse): void {
+  const exchange = (this as unknown as { [EXCHANGE]: Exchange })[EXCHANGE]
+  if (!this.writableFinished) exchange.ctx.abortClient()
+  exchange.closed = true
+  void exchange.runDone()
+}
+
+export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMessage, res: ServerResponse): void {
+  const url = req.url ?? '/'
+  const q = url.indexOf('?')
+  const incomingId = req.headers['x-request-id']
+  const ctx = new Context(
+    req.method ?? 'GET',
+    q === -1 ? url : url.slice(0, q),
+    q === -1 ? '' : url.slice(q + 1),
+    req.headers,
+    clientIp(req, deps.trustProxy),
+    typeof incomingId === 'string' && REQUEST_ID.test(incomingId) ? incomingId : undefined,
+  )
+  table.inFlight++
+  deps.inFlight.count++
+  const exchange = new Exchange(deps, table, req, res, ctx)
+  ;(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE] = exchange
+  res.once('close', onResponseClose)
+  void exchange.run()
 }
 
 async function readRequestBody(route: CompiledRoute, ctx: Context, req: IncomingMessage): Promise<void> {
@@ -167,15 +193,28 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
     trustProxy: deps.trustProxy,
     maxBodyBytes: route.maxBodyBytes,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
-    commitHead: async () => {
-      await runSteps(route.response, ctx)
-      writeHead(ctx, res)
-    },
+    commitHead: route.response.length ? commitHeadAfterPlugins : writeUpstreamHead,
   })
 }
 
+async function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promise<void> {
+  await runSteps((res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route!.response, ctx)
+  writeHead(ctx, res)
+}
+
+/** Head of a streamed upstream answer: its header object was made for this request, so it is extended in place. */
+function writeUpstreamHead(ctx: Context, res: ServerResponse): void {
+  const response = ctx.response!
+  const headers = response.headers
+  const extra = ctx.responseHeaders
+  for (const name in extra) headers[name] = extra[name]
+  res.writeHead(response.status, headers)
+}
+
+/** Writes status and headers: the answer's own, then the ones plugins added for the client. */
 function writeHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
+  // A plugin may answer with a shared header object (a cache entry): never write into it.
   const headers = { ...response.headers, ...ctx.responseHeaders }
   if (response.body) headers['content-length'] = String(response.body.length)
   res.writeHead(response.status, headers)

@@ -23,8 +23,8 @@ export interface ForwardOptions {
   maxBodyBytes: number
   /** Buffer the upstream body (for response-body plugins) up to this many bytes; 0 = stream. */
   bufferResponseUpTo: number
-  /** Runs the response phase and sends the head; resolves when the body may be written. */
-  commitHead(): Promise<void>
+  /** Runs the response phase and sends the head; a promise means: wait for it before the body. */
+  commitHead(ctx: Context, res: ServerResponse): void | Promise<void>
 }
 
 function connectionTokens(value: string | string[] | undefined): string[] {
@@ -101,6 +101,105 @@ async function* countedBody(req: IncomingMessage, maxBytes: number): AsyncIterab
   }
 }
 
+/**
+ * The dispatch handler of one forwarded request. A class rather than an object of closures: the
+ * hot path allocates one object per request and no functions.
+ */
+class ForwardHandler implements Dispatcher.DispatchHandler {
+  headSent = false
+  settled = false
+  chunks: Buffer[] = []
+  buffered = 0
+  controller: Dispatcher.DispatchController | undefined
+  unsubscribe: () => void = noop
+  resolve: () => void = noop
+  reject: (error: unknown) => void = noop
+  readonly started = performance.now()
+
+  constructor(
+    readonly ctx: Context,
+    readonly res: ServerResponse,
+    readonly upstream: UpstreamHandle,
+    readonly options: ForwardOptions,
+  ) {}
+
+  abortOnClientClose = (): void => {
+    this.controller?.abort(errors.upstreamUnavailable('client closed the connection'))
+  }
+
+  finish(error?: unknown): void {
+    if (this.settled) return
+    this.settled = true
+    this.ctx.upstreamMs = performance.now() - this.started
+    this.unsubscribe()
+    if (error === undefined) return this.resolve()
+    if (this.headSent) {
+      // Too late for an error answer: cut the connection so the client sees a truncated body.
+      this.res.destroy()
+      this.ctx.error = upstreamFailure(error, this.upstream.name)
+      return this.resolve()
+    }
+    this.reject(upstreamFailure(error, this.upstream.name))
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller
+    if (this.ctx.aborted) controller.abort(errors.upstreamUnavailable('client closed the connection'))
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    const ctx = this.ctx
+    ctx.upstreamStatus = statusCode
+    ctx.response = { status: statusCode, headers: cleanResponseHeaders(headers) }
+    if (this.options.bufferResponseUpTo > 0) return
+    const committing = this.options.commitHead(ctx, this.res)
+    if (!committing) {
+      this.headSent = true
+      return
+    }
+    controller.pause()
+    committing.then(
+      () => {
+        this.headSent = true
+        controller.resume()
+      },
+      (error) => controller.abort(error),
+    )
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const cap = this.options.bufferResponseUpTo
+    if (cap > 0) {
+      this.buffered += chunk.length
+      if (this.buffered > cap) {
+        controller.abort(errors.responseTooLarge(`upstream ${this.upstream.name} answered more than ${cap} bytes`))
+        return
+      }
+      this.chunks.push(chunk)
+      return
+    }
+    if (!this.res.write(chunk)) {
+      controller.pause()
+      this.res.once('drain', () => controller.resume())
+    }
+  }
+
+  onResponseEnd(): void {
+    if (this.options.bufferResponseUpTo > 0) {
+      this.ctx.response!.body = Buffer.concat(this.chunks, this.buffered)
+      return this.finish()
+    }
+    this.res.end()
+    this.finish()
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.finish(error)
+  }
+}
+
+function noop(): void {}
+
 export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse, upstream: UpstreamHandle, options: ForwardOptions): Promise<void> {
   const query = ctx.upstreamQuery ?? ctx.rawQuery
   const path = upstream.basePath + (ctx.upstreamPath ?? ctx.path) + (query ? `?${query}` : '')
@@ -113,80 +212,16 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     // undici accepts async iterables as bodies; its typings only list streams and buffers.
     body: (body ?? null) as Dispatcher.DispatchOptions['body'],
   }
-  const started = performance.now()
-  return new Promise<void>((resolve, reject) => {
-    let headSent = false
-    let settled = false
-    const chunks: Buffer[] = []
-    let buffered = 0
-    const finish = (error?: unknown) => {
-      if (settled) return
-      settled = true
-      ctx.upstreamMs = performance.now() - started
-      unsubscribe()
-      if (error === undefined) return resolve()
-      if (headSent) {
-        // Too late for an error answer: cut the connection so the client sees a truncated body.
-        res.destroy()
-        ctx.error = upstreamFailure(error, upstream.name)
-        return resolve()
-      }
-      reject(upstreamFailure(error, upstream.name))
-    }
-    let controller: Dispatcher.DispatchController | undefined
-    const unsubscribe = ctx.onAbort(() => controller?.abort(errors.upstreamUnavailable('client closed the connection')))
-
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart(c) {
-        controller = c
-        if (ctx.aborted) c.abort(errors.upstreamUnavailable('client closed the connection'))
-      },
-      onResponseStart(c, statusCode, headers) {
-        ctx.upstreamStatus = statusCode
-        ctx.response = { status: statusCode, headers: cleanResponseHeaders(headers as Record<string, string | string[]>) }
-        if (options.bufferResponseUpTo > 0) return
-        c.pause()
-        options.commitHead().then(
-          () => {
-            headSent = true
-            c.resume()
-          },
-          (error) => {
-            c.abort(error)
-          },
-        )
-      },
-      onResponseData(c, chunk) {
-        if (options.bufferResponseUpTo > 0) {
-          buffered += chunk.length
-          if (buffered > options.bufferResponseUpTo) {
-            c.abort(errors.responseTooLarge(`upstream ${upstream.name} answered more than ${options.bufferResponseUpTo} bytes`))
-            return
-          }
-          chunks.push(chunk)
-          return
-        }
-        if (!res.write(chunk)) {
-          c.pause()
-          res.once('drain', () => c.resume())
-        }
-      },
-      onResponseEnd() {
-        if (options.bufferResponseUpTo > 0) {
-          ctx.response!.body = Buffer.concat(chunks, buffered)
-          return finish()
-        }
-        res.end()
-        finish()
-      },
-      onResponseError(_c, error) {
-        finish(error)
-      },
-    }
-    try {
-      upstream.pool.dispatch(dispatchOptions, handler)
-    } catch (error) {
-      finish(error)
-    }
+  const handler = new ForwardHandler(ctx, res, upstream, options)
+  const done = new Promise<void>((resolve, reject) => {
+    handler.resolve = resolve
+    handler.reject = reject
   })
+  handler.unsubscribe = ctx.onAbort(handler.abortOnClientClose)
+  try {
+    upstream.pool.dispatch(dispatchOptions, handler)
+  } catch (error) {
+    handler.finish(error)
+  }
+  return done
 }
