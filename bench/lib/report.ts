@@ -99,7 +99,7 @@ export function ratioTable(summaries: Summary[]): string {
     const ratio = num.rps / den.rps
     const cpuRatio = num.proxyCpuUs && den.proxyCpuUs ? den.proxyCpuUs / num.proxyCpuUs : undefined
     const verdict = spec.target === undefined ? 'info' : ratio >= spec.target ? 'met' : 'MISSED'
-    lines.push(`| ${spec.label} | ${fmt(ratio, 2)} | ${fmt(cpuRatio, 2)} | ${spec.target ? `≥ ${spec.target}` : '—'} | ${verdict} |`)
+    lines.push(`| ${spec.label} | ${fmt(ratio, 3)} | ${fmt(cpuRatio, 3)} | ${spec.target ? `≥ ${spec.target}` : '—'} | ${verdict} |`)
   }
   return lines.join('\n')
 }
