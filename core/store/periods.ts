@@ -80,3 +80,36 @@ function floorTo(size: number, epochMs: number): number {
 }
 
 export const PERIOD_MS = { hour: HOUR_MS, day: DAY_MS } as const
+
+/** The last period computed for each length: almost every call falls in it again. */
+const lastBounds: Record<Period, PeriodBounds | undefined> = { hour: undefined, day: undefined, month: undefined }
+
+/**
+ * {@link periodBounds}, recomputed only when `epochMs` leaves the period computed last for this
+ * length (a boundary passed, or a test clock moved back). The per-request path: no Date, no string.
+ * The result is shared and frozen.
+ *
+ * @example
+ * ```ts
+ * periodBoundsCached('month', Date.now()).key // '2026-11', the same object until December
+ * ```
+ */
+export function periodBoundsCached(period: Period, epochMs: number): PeriodBounds {
+  const last = lastBounds[period]
+  if (last !== undefined && epochMs >= last.startMs && epochMs < last.endMs) return last
+  const fresh = Object.freeze(periodBounds(period, epochMs))
+  lastBounds[period] = fresh
+  return fresh
+}
+
+/**
+ * Key of the period containing `epochMs`, as {@link periodKey}, from {@link periodBoundsCached}.
+ *
+ * @example
+ * ```ts
+ * currentPeriod('day', Date.UTC(2026, 10, 21, 9)) // '2026-11-21'
+ * ```
+ */
+export function currentPeriod(period: Period, epochMs: number): string {
+  return periodBoundsCached(period, epochMs).key
+}

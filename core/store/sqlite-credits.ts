@@ -1,224 +1,263 @@
 /**
- * Credit ledger of the SQLite engine: one balance row per (project, period) and one row per reservation.
+ * Credit ledger of the SQLite engine: reservations in memory, settlements on disk.
  *
- * The balance row holds `used` only: the allocation comes from config on every call, so a reload that
- * changes a project's allocation takes effect at once. The check-and-reserve is a single upsert whose
- * WHERE clause refuses the charge when it would pass the allocation. Writes go through the store's
- * {@link WriteBatcher}: each runs synchronously, in queue order, inside its batch's transaction, so no
- * other operation can interleave between a check and its write, and its promise settles once the
- * batch has committed. Reads drain the queue first, so they see every write issued before them.
+ * The durability the gateway needs is that a charge a client was answered for is on disk before the
+ * answer. A reservation that never got committed is released by recovery anyway, so writing it
+ * buys nothing: a crash loses exactly the reservations recovery would have released. Hence:
  *
- * A reservation row carries the period it was charged to, so commit, release and refundPart always
- * touch that period's balance, whatever the clock says when they run.
+ * - `reserve` is an in-memory check-and-add against a per-(project, period) balance whose `used` is
+ *   loaded once from SQLite (committed charges) and then kept in memory (committed + pending). It is
+ *   synchronous, so nothing can interleave between the check and the add: no overspend.
+ * - `commit` writes the reservation row (state committed) and adds its charge to the on-disk `used`,
+ *   through the group commit; its promise resolves after that COMMIT.
+ * - `release` / `refundPart` of a pending reservation only touch memory; of a committed one they also
+ *   write the refund to disk (queued after the commit, so always applied to a row that exists).
+ * - `balance` answers from memory (committed + pending) when the period is loaded.
  *
- * Settled reservation rows are only needed while a request may still refund them, so a background
- * sweep deletes those older than the retention. The table is keyed by id alone (one B-tree to write
- * per request); the sweep walks it in key order in small chunks, so deletes hit contiguous pages.
+ * Memory is always adjusted at call time, never inside a batched step (the batcher may run a step
+ * twice), so the memory balance and the disk stay consistent: disk `used` + pending = memory `used`.
+ * A period loaded from disk first drains the write queue, so it sees every queued settlement.
+ *
+ * This is single-process by construction: the store holds the database with an exclusive lock, so
+ * no other writer can move `used` behind the cache's back. A shared engine (Redis) would keep the
+ * reservations in Redis, next to the balance, with the same check-and-add as one script.
+ *
+ * A reservation row carries its period, so late commits and refunds touch that period's balance
+ * whatever the clock says. Settled rows are swept after the retention (see sqlite.ts); balances of
+ * periods nobody used since the last sweep tick are dropped from memory and reloaded on demand.
  */
 import type Database from 'better-sqlite3'
 import type { WriteBatcher } from './sqlite-batch.ts'
+import { CreditDisk, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
 import type { CreditBalance, CreditReservation } from './types.ts'
 
-export type ReservationState = 'pending' | 'committed' | 'released'
+export { CREDITS_SCHEMA, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
 
-/** A reservation as stored. `charged` is what still counts toward the balance. */
-export interface ReservationRecord {
-  id: string
-  projectId: string
-  period: string
-  apiType: string
-  amount: number
-  charged: number
-  state: ReservationState
-  createdAt: number
+/** One (project, period) balance held in memory. */
+interface PeriodBalance {
+  /** Committed charges (as on disk, after the queued writes) plus pending reservations. */
+  used: number
+  /** Reservations in memory that point at this balance; it is never dropped while any does. */
+  held: number
+  /** Touched since the last eviction pass. */
+  touched: boolean
 }
 
-export const CREDITS_SCHEMA = `
-CREATE TABLE IF NOT EXISTS credit_balances (
-  project_id TEXT NOT NULL,
-  period TEXT NOT NULL,
-  used NUMERIC NOT NULL,
-  PRIMARY KEY (project_id, period)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS credit_reservations (
-  id TEXT NOT NULL PRIMARY KEY,
-  project_id TEXT NOT NULL,
-  period TEXT NOT NULL,
-  api_type TEXT NOT NULL,
-  amount NUMERIC NOT NULL,
-  charged NUMERIC NOT NULL,
-  state TEXT NOT NULL,
-  created_at INTEGER NOT NULL
-) WITHOUT ROWID;
-`
-
-interface ReservationRow {
-  id: string
-  project_id: string
-  period: string
-  api_type: string
-  amount: number
+/** A reservation this process holds: pending, or committed until its disk write has resolved. */
+interface HeldReservation {
+  readonly id: string
+  readonly projectId: string
+  readonly period: string
+  readonly apiType: string
+  readonly amount: number
+  readonly createdAt: number
   charged: number
   state: ReservationState
-  created_at: number
+  readonly balance: PeriodBalance
+  /** The last disk write of this reservation (commit, then maybe a release), once one is queued. */
+  written?: Promise<void>
 }
 
-type ChargeParams = Pick<CreditReservation, 'projectId' | 'period' | 'amount' | 'allocation'>
+const done = Promise.resolve()
 
+/**
+ * The credit operations of {@link SqliteStore}.
+ *
+ * @example
+ * ```ts
+ * const ledger = new SqliteCreditLedger(db, writes)
+ * const { ok } = ledger.reserve({ id: 'r1', projectId: 'demo', period: '2026-11', allocation: 100, amount: 1, apiType: 'MIRROR' }, Date.now())
+ * if (ok) await ledger.commit('r1') // on disk once resolved
+ * ```
+ */
 export class SqliteCreditLedger {
-  // The write steps below run inside a batch transaction (see WriteBatcher): none opens its own.
-  private readonly reserveStep: (reservation: CreditReservation, now: number) => { ok: boolean; used: number }
-  private readonly releaseStep: (id: string) => void
-  private readonly refundStep: (id: string, amount: number) => void
-  private readonly recoverTx: () => number
-  private readonly sweepTx: (cursor: string, maxRows: number, cutoff: number) => { cursor: string; deleted: number }
-  private readonly commitStmt: Database.Statement
-  private readonly usedStmt: Database.Statement
-  private readonly getStmt: Database.Statement
+  private readonly disk: CreditDisk
+  private readonly balances = new Map<string, Map<string, PeriodBalance>>()
+  private readonly held = new Map<string, HeldReservation>()
   private sweepCursor = ''
 
   constructor(
     db: Database.Database,
     private readonly writes: WriteBatcher,
   ) {
-    db.exec(CREDITS_SCHEMA)
-    // The new row is inserted only when the amount fits a fresh allocation; an existing row is
-    // updated only when used + amount still fits. No row returned = refused.
-    const chargeStmt = db.prepare(`
-      INSERT INTO credit_balances (project_id, period, used)
-      SELECT @projectId, @period, @amount WHERE @amount <= @allocation
-      ON CONFLICT (project_id, period) DO UPDATE SET used = used + excluded.used
-        WHERE used + excluded.used <= @allocation
-      RETURNING used`).pluck()
-    const insertStmt = db.prepare(`
-      INSERT INTO credit_reservations (id, project_id, period, api_type, amount, charged, state, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`)
-    this.usedStmt = db.prepare('SELECT used FROM credit_balances WHERE project_id = ? AND period = ?').pluck()
-    this.commitStmt = db.prepare(`UPDATE credit_reservations SET state = 'committed' WHERE id = ? AND state = 'pending'`)
-    this.getStmt = db.prepare('SELECT * FROM credit_reservations WHERE id = ?')
-    const unchargeStmt = db.prepare(
-      'UPDATE credit_balances SET used = max(0, used - @amount) WHERE project_id = @projectId AND period = @period',
-    )
-    const releaseStmt = db.prepare(`UPDATE credit_reservations SET state = 'released', charged = 0 WHERE id = ?`)
-    const reduceStmt = db.prepare('UPDATE credit_reservations SET charged = charged - @amount WHERE id = @id')
-    const pendingSumsStmt = db.prepare(`
-      SELECT project_id AS projectId, period, sum(charged) AS amount, count(*) AS n
-      FROM credit_reservations WHERE state = 'pending' GROUP BY project_id, period`)
-    const releasePendingStmt = db.prepare(`UPDATE credit_reservations SET state = 'released', charged = 0 WHERE state = 'pending'`)
-    const chunkEndStmt = db.prepare(`
-      SELECT max(id) AS lastId, count(*) AS n FROM
-        (SELECT id FROM credit_reservations WHERE id > @cursor ORDER BY id LIMIT @maxRows)`)
-    const sweepStmt = db.prepare(`
-      DELETE FROM credit_reservations
-      WHERE id > @cursor AND id <= @lastId AND state <> 'pending' AND created_at < @cutoff`)
-
-    this.reserveStep = (reservation, now) => {
-      const { id, projectId, period, apiType, amount, allocation } = reservation
-      const charge: ChargeParams = { projectId, period, amount, allocation }
-      const used = chargeStmt.get(charge) as number | undefined
-      if (used === undefined) return { ok: false, used: (this.usedStmt.get(projectId, period) as number | undefined) ?? 0 }
-      // A duplicate id throws here; the batch rolls the charge back with it and rejects this reserve only.
-      insertStmt.run(id, projectId, period, apiType, amount, amount, now)
-      return { ok: true, used }
-    }
-    this.releaseStep = (id) => {
-      const row = this.getStmt.get(id) as ReservationRow | undefined
-      if (row === undefined || row.state === 'released') return
-      unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: row.charged })
-      releaseStmt.run(id)
-    }
-    this.refundStep = (id, amount) => {
-      const row = this.getStmt.get(id) as ReservationRow | undefined
-      if (row === undefined || row.state === 'released') return
-      const refund = Math.min(amount, row.charged)
-      if (refund <= 0) return
-      unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: refund })
-      reduceStmt.run({ id, amount: refund })
-    }
-    this.recoverTx = db.transaction(() => {
-      let released = 0
-      for (const group of pendingSumsStmt.all() as { projectId: string; period: string; amount: number; n: number }[]) {
-        unchargeStmt.run(group)
-        released += group.n
-      }
-      releasePendingStmt.run()
-      return released
-    })
-    this.sweepTx = db.transaction((cursor: string, maxRows: number, cutoff: number) => {
-      const chunk = chunkEndStmt.get({ cursor, maxRows }) as { lastId: string | null; n: number }
-      if (chunk.lastId === null) return { cursor: '', deleted: 0 }
-      const { changes } = sweepStmt.run({ cursor, lastId: chunk.lastId, cutoff })
-      // A short chunk reached the end of the table: the next sweep starts over from the first key.
-      return { cursor: chunk.n < maxRows ? '' : chunk.lastId, deleted: changes }
-    })
+    this.disk = new CreditDisk(db)
   }
 
-  /** Queues the check-and-reserve; bad input throws at once, before anything is queued. */
-  reserve(reservation: CreditReservation, now: number): Promise<{ ok: boolean; balance: CreditBalance }> {
-    if (typeof reservation.id !== 'string' || reservation.id === '') throw new TypeError('reservation id must be a non-empty string')
-    checkAmount('amount', reservation.amount)
-    if (!Number.isFinite(reservation.allocation)) throw new RangeError(`allocation must be a finite number, got ${reservation.allocation}`)
-    // A copy: the caller may reuse its object before the batch runs.
-    const queued = { ...reservation }
-    return this.writes.enqueue(() => {
-      const { ok, used } = this.reserveStep(queued, now)
-      return { ok, balance: toBalance(queued.projectId, queued.period, queued.allocation, used) }
-    })
+  /** Check-and-reserve in memory. Bad input and an id already held throw. */
+  reserve(reservation: CreditReservation, now: number): { ok: boolean; balance: CreditBalance } {
+    const { id, projectId, period, allocation, amount, apiType } = reservation
+    if (typeof id !== 'string' || id === '') throw new TypeError('reservation id must be a non-empty string')
+    checkAmount('amount', amount)
+    if (!Number.isFinite(allocation)) throw new RangeError(`allocation must be a finite number, got ${allocation}`)
+    if (this.held.has(id)) throw Object.assign(new Error(`reservation id ${id} is already in use`), { code: 'reservation_exists' })
+    const balance = this.periodBalance(projectId, period)
+    balance.touched = true
+    const used = balance.used + amount
+    if (used > allocation) return { ok: false, balance: toBalance(projectId, period, allocation, balance.used) }
+    balance.used = used
+    balance.held++
+    this.held.set(id, { id, projectId, period, apiType, amount, createdAt: now, charged: amount, state: 'pending', balance })
+    return { ok: true, balance: toBalance(projectId, period, allocation, used) }
   }
 
+  /** Writes the charge to disk; resolves after its COMMIT. Unknown, released or repeated: no-op. */
   commit(id: string): Promise<void> {
-    return this.writes.enqueue(() => {
-      this.commitStmt.run(id)
-    }, true)
+    const held = this.held.get(id)
+    if (held === undefined) return done
+    if (held.state !== 'pending') return held.written ?? done
+    held.state = 'committed'
+    // Captured now: a later refund changes `charged` in memory and queues its own disk write.
+    const row = { id, projectId: held.projectId, period: held.period, apiType: held.apiType, amount: held.amount, charged: held.charged, createdAt: held.createdAt }
+    const written = this.writes.enqueue(() => this.disk.commitStep(row), true).then(
+      () => this.forget(held),
+      (error: unknown) => {
+        // Not on disk: still pending in memory, so a release gives it back.
+        if (held.state === 'committed') {
+          held.state = 'pending'
+          held.written = undefined
+        } else this.forget(held)
+        throw error
+      },
+    )
+    held.written = written
+    return written
   }
 
+  /** Gives back what the reservation still charges; on disk too once committed. Idempotent. */
   release(id: string): Promise<void> {
-    return this.writes.enqueue(() => this.releaseStep(id))
+    const held = this.held.get(id)
+    if (held === undefined) return this.releaseOnDisk(id)
+    if (held.state === 'released') return held.written ?? done
+    uncharge(held.balance, held.charged)
+    held.charged = 0
+    if (held.state === 'pending') {
+      held.state = 'released'
+      this.forget(held)
+      return done
+    }
+    held.state = 'released'
+    held.written = this.writes.enqueue(() => this.disk.releaseStep(id))
+    return held.written
   }
 
+  /** Gives back up to `amount` of what the reservation still charges. */
   refundPart(id: string, amount: number): Promise<void> {
     checkAmount('amount', amount)
-    if (amount === 0) return Promise.resolve()
-    return this.writes.enqueue(() => this.refundStep(id, amount))
+    if (amount === 0) return done
+    const held = this.held.get(id)
+    if (held === undefined) return this.refundOnDisk(id, amount)
+    if (held.state === 'released') return held.written ?? done
+    const refund = Math.min(amount, held.charged)
+    if (refund <= 0) return done
+    held.charged -= refund
+    uncharge(held.balance, refund)
+    if (held.state === 'pending') return done
+    return this.writes.enqueue(() => this.disk.refundStep(id, refund))
   }
 
+  /** Committed + pending of a period; read from disk (without caching) when it is not in memory. */
   balance(projectId: string, period: string, allocation: number): CreditBalance {
+    const cached = this.balances.get(projectId)?.get(period)
+    if (cached !== undefined) return toBalance(projectId, period, allocation, cached.used)
     this.writes.drain()
-    const used = (this.usedStmt.get(projectId, period) as number | undefined) ?? 0
-    return toBalance(projectId, period, allocation, used)
+    return toBalance(projectId, period, allocation, this.disk.used(projectId, period))
   }
 
+  /** Releases pending rows left on disk by versions that wrote reservations; returns how many. */
   recoverPending(): number {
     this.writes.drain()
-    return this.recoverTx()
+    let released = 0
+    for (const group of this.disk.recoverTx()) {
+      this.unchargeCached(group.projectId, group.period, group.amount)
+      released += group.n
+    }
+    return released
   }
 
+  /** A pending reservation from memory; any other from disk (after the queued writes). */
   get(id: string): ReservationRecord | undefined {
-    this.writes.drain()
-    const row = this.getStmt.get(id) as ReservationRow | undefined
-    if (row === undefined) return undefined
-    return {
-      id: row.id,
-      projectId: row.project_id,
-      period: row.period,
-      apiType: row.api_type,
-      amount: row.amount,
-      charged: row.charged,
-      state: row.state,
-      createdAt: row.created_at,
+    const held = this.held.get(id)
+    if (held !== undefined && held.state === 'pending') {
+      const { projectId, period, apiType, amount, charged, state, createdAt } = held
+      return { id, projectId, period, apiType, amount, charged, state, createdAt }
     }
+    this.writes.drain()
+    return this.disk.get(id)
   }
 
   /**
-   * Deletes settled reservations created before `cutoff`, examining at most `maxRows` rows from where
-   * the previous call stopped. Returns how many rows were deleted and whether the walk wrapped around.
+   * Deletes settled reservation rows created before `cutoff`, examining at most `maxRows` rows from
+   * where the previous call stopped, and drops period balances idle since the previous call.
+   * Returns how many rows were deleted and whether the walk wrapped around.
    */
   sweep(cutoff: number, maxRows: number): { deleted: number; wrapped: boolean } {
+    this.evictIdleBalances()
     this.writes.drain()
-    const { cursor, deleted } = this.sweepTx(this.sweepCursor, maxRows, cutoff)
+    const { cursor, deleted } = this.disk.sweepTx(this.sweepCursor, maxRows, cutoff)
     this.sweepCursor = cursor
     return { deleted, wrapped: cursor === '' }
   }
+
+  /** The in-memory balance of a period, loaded from disk (after the queued writes) on first use. */
+  private periodBalance(projectId: string, period: string): PeriodBalance {
+    let periods = this.balances.get(projectId)
+    if (periods === undefined) {
+      periods = new Map()
+      this.balances.set(projectId, periods)
+    }
+    let balance = periods.get(period)
+    if (balance === undefined) {
+      this.writes.drain()
+      balance = { used: this.disk.used(projectId, period), held: 0, touched: true }
+      periods.set(period, balance)
+    }
+    return balance
+  }
+
+  private releaseOnDisk(id: string): Promise<void> {
+    // Drained first, so the row read is the row the queued step will see (no double refund).
+    this.writes.drain()
+    const row = this.disk.get(id)
+    if (row === undefined || row.state === 'released') return done
+    this.unchargeCached(row.projectId, row.period, row.charged)
+    return this.writes.enqueue(() => this.disk.releaseStep(id))
+  }
+
+  private refundOnDisk(id: string, amount: number): Promise<void> {
+    this.writes.drain()
+    const row = this.disk.get(id)
+    if (row === undefined || row.state === 'released') return done
+    const refund = Math.min(amount, row.charged)
+    if (refund <= 0) return done
+    this.unchargeCached(row.projectId, row.period, refund)
+    return this.writes.enqueue(() => this.disk.refundStep(id, refund))
+  }
+
+  /** A period not in memory needs nothing: it is loaded from disk, after the queued refund. */
+  private unchargeCached(projectId: string, period: string, amount: number): void {
+    const balance = this.balances.get(projectId)?.get(period)
+    if (balance !== undefined) uncharge(balance, amount)
+  }
+
+  private forget(held: HeldReservation): void {
+    if (this.held.get(held.id) !== held) return
+    this.held.delete(held.id)
+    held.balance.held--
+  }
+
+  private evictIdleBalances(): void {
+    for (const [projectId, periods] of this.balances) {
+      for (const [period, balance] of periods) {
+        if (balance.held === 0 && !balance.touched) periods.delete(period)
+        else balance.touched = false
+      }
+      if (periods.size === 0) this.balances.delete(projectId)
+    }
+  }
+}
+
+function uncharge(balance: PeriodBalance, amount: number): void {
+  balance.used = Math.max(0, balance.used - amount)
 }
 
 function toBalance(projectId: string, period: string, allocation: number, used: number): CreditBalance {

@@ -10,24 +10,31 @@
  * checkpoint; `synchronous = FULL` would close that window with an fsync per commit, which costs
  * milliseconds on most disks and is far beyond the per-request budget.
  *
- * Group commit. Credit and document writes are queued, and everything queued during one event-loop
- * turn (the reserves and commits of all the requests whose data arrived together) runs in queue
- * order inside ONE transaction at the next check phase (setImmediate), at most 1000 operations per
- * transaction (`maxBatchOps`). An operation's promise resolves only after its batch has committed,
- * so a reservation or commit is on disk (in the crash-safe sense above) when its promise resolves,
- * exactly as with one transaction each; what batching adds is at most one event-loop turn of delay.
- * Each operation is still synchronous SQL run against the state the operations before it left, so
- * a check-and-reserve is decided in queue order and is atomic: nothing can interleave inside it. An
- * operation that fails (a reused reservation id) is rejected alone; the others of its batch commit
- * (see sqlite-batch.ts). Reads (balance, getReservation, document get/list) first run what is queued,
- * so they see every write issued before them. Usage counters are buffered separately (sqlite-usage.ts).
+ * Credits: reservations in memory, settlements on disk (sqlite-credits.ts). A reservation is an
+ * in-memory check-and-add against the period's balance (committed charges loaded once from SQLite,
+ * plus the pending reservations): no disk write, so no overspend and no wait. A commit writes the
+ * charge; its promise resolves after the COMMIT, and the meter commits before the answer's head is
+ * written, so every charge a client was answered for is on disk before the answer. A crash loses only
+ * pending reservations, which recovery would have released anyway. This needs the store to be the
+ * only writer of the ledger, which the exclusive lock below guarantees; a shared engine (Redis) would
+ * keep the reservations in Redis instead.
+ *
+ * Group commit. Credit settlements and document writes are queued, and everything queued during one
+ * event-loop turn runs in queue order inside ONE transaction at the next check phase (setImmediate),
+ * at most 1000 operations per transaction (`maxBatchOps`). An operation's promise resolves only after
+ * its batch has committed, so a commit is on disk (in the crash-safe sense above) when its promise
+ * resolves, exactly as with one transaction each; what batching adds is at most one event-loop turn
+ * of delay. An operation that fails (a reused reservation id) is rejected alone; the others of its
+ * batch commit (see sqlite-batch.ts). Reads that go to disk (getReservation, a balance not held in
+ * memory, document get/list) first run what is queued, so they see every write issued before them.
+ * Usage counters are buffered separately (sqlite-usage.ts).
  *
  * Locking. By default the connection holds the database lock for its lifetime (`locking_mode =
  * EXCLUSIVE`, WAL index in process memory): no lock syscalls per transaction, and a second gateway
  * pointed at the same data dir fails at open instead of sharing (and double-recovering) the ledger.
  *
- * After a crash, call {@link SqliteStore.recoverPendingReservations} once at start to refund the
- * reservations of requests that died with the process.
+ * {@link SqliteStore.recoverPendingReservations} releases the pending rows that versions which wrote
+ * reservations to disk may have left; this version leaves none. Call it once at start.
  */
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
@@ -158,7 +165,7 @@ export class SqliteStore implements Store {
   }
 
   async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    const result = await this.credits.reserve(reservation, this.clock())
+    const result = this.credits.reserve(reservation, this.clock())
     if (result.ok) this.reservedSinceSweep++
     return result
   }
@@ -188,7 +195,7 @@ export class SqliteStore implements Store {
     return this.credits.get(reservationId)
   }
 
-  /** Deletes every settled reservation older than the retention now; returns how many. */
+  /** Deletes every settled reservation row older than the retention now; returns how many. */
   async sweepReservations(): Promise<number> {
     const cutoff = this.clock() - this.retentionMs
     let total = 0

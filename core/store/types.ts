@@ -60,8 +60,9 @@ export interface Store {
   readonly engine: string
 
   /**
-   * Atomically reserves `amount` credits if the period's remaining balance covers it.
-   * The reservation is durable when the promise resolves.
+   * Atomically reserves `amount` credits if the period's remaining balance covers it; the
+   * reservation holds against concurrent reservations at once. Only `commitCredits` is durable:
+   * a store may lose pending reservations in a crash, and they then count as released.
    */
   reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }>
   /** Turns a reservation into a charge; durable when the promise resolves. Idempotent. */

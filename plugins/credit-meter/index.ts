@@ -62,6 +62,18 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const ledger = new CreditLedger(init.store)
   const policy: RefundPolicy = { refundStatuses: new Set(config.refundStatuses), refundUpstream5xx: config.refundUpstream5xx }
   const consumed = sharedCounter(init.metrics, 'tollgate_credits_consumed_total', 'Credits charged (after refunds), by project and API type.', ['project', 'api_type'])
+  // Label children per project: labels() builds and validates a label object on every call.
+  const consumedBy = new Map<string, ReturnType<typeof consumed.labels>>()
+  const consumedOf = (projectId: string) => {
+    let child = consumedBy.get(projectId)
+    if (child === undefined) {
+      child = consumed.labels(projectId, apiType)
+      consumedBy.set(projectId, child)
+    }
+    return child
+  }
+  // Everything of a reservation id after the request id, built once per route instance.
+  const idSuffix = `:${init.routeName}:${BOOT}.`
   init.adminRoute('GET', USAGE_ADMIN_PATH, usageHandler(init, ledger))
 
   const reserve = async (ctx: RequestContext) => {
@@ -71,7 +83,7 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
     const amount = config.cost * items
     if (config.perItem) ctx.logFields.items = items
     if (amount === 0) return
-    const id = `${ctx.id}:${init.routeName}:${BOOT}.${(++sequence).toString(36)}`
+    const id = ctx.id + idSuffix + (++sequence).toString(36)
     const metered = await ledger.reserve(id, ctx.project, apiType, amount)
     ctx.state.set(STATE, { metered } satisfies MeterState)
   }
@@ -109,7 +121,7 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
       }
       if (!ctx.project) return
       const credits = CreditLedger.charged(state?.metered)
-      if (credits > 0) consumed.labels(ctx.project.id, apiType).inc(credits)
+      if (credits > 0) consumedOf(ctx.project.id).inc(credits)
       // 499: the client went away before any answer.
       const failed = ctx.error !== undefined || (ctx.response?.status ?? 499) >= 400
       try {

@@ -2,14 +2,15 @@
  * The credit-meter's side of the ledger: reserve before the service runs, then commit or release
  * once the answer is known, and never leave a reservation pending after the request is over.
  *
- * Durability comes from the store: a reservation or commit is on disk when its promise resolves.
- * The meter commits in the response phase, which the core runs before it writes the head, so every
- * 2xx a client receives was charged on disk first. What a crash can leave behind is a reservation
- * still pending (the answer was not yet decided): the store releases those at the next start.
+ * Durability comes from the store: a commit is on disk when its promise resolves. The meter commits
+ * in the response phase, which the core runs before it writes the head, so every 2xx a client
+ * receives was charged on disk first. A reservation only has to hold against concurrent requests
+ * (the embedded store keeps it in memory); one still pending when the process dies (the answer was
+ * not yet decided) is released: it never reached the disk, or recovery releases it at the next start.
  */
 import { GatewayError } from '../../core/errors.ts'
 import type { Project } from '../../core/projects.ts'
-import { periodKey } from '../../core/store/periods.ts'
+import { currentPeriod } from '../../core/store/periods.ts'
 import type { Store } from '../../core/store/types.ts'
 
 export type SettlementState = 'pending' | 'committed' | 'released'
@@ -46,7 +47,7 @@ export class CreditLedger {
 
   /** Key of the project's billing period now (`2026-11`, `2026-11-21`, `2026-11-21T09`). */
   currentPeriod(project: Project): string {
-    return periodKey(project.credits.period, this.clock())
+    return currentPeriod(project.credits.period, this.clock())
   }
 
   /**

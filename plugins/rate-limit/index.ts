@@ -31,6 +31,15 @@ function identity(ctx: RequestContext, by: RateLimitConfig['by']): string {
   return `ip:${ctx.clientIp}`
 }
 
+/** Decimal text of the small counts headers carry most (remaining, reset), built once. */
+const SMALL_INTS = Array.from({ length: 1024 }, (_, i) => String(i))
+function intText(n: number): string {
+  return n >= 0 && n < SMALL_INTS.length && Number.isInteger(n) ? SMALL_INTS[n]! : String(n)
+}
+
+/** Most bucket names remembered per project-keyed route (projects come from config, so few). */
+const MAX_CACHED_BUCKET_NAMES = 10_000
+
 const rateLimit: PluginDefinition<RateLimitConfig> = {
   name: 'rate-limit',
   version: '1.0.0',
@@ -57,14 +66,27 @@ const rateLimit: PluginDefinition<RateLimitConfig> = {
   create(config, init) {
     const limited = sharedCounter(init.metrics, 'tollgate_rate_limited_total', 'Requests refused with 429 by rate-limit, by route.', ['route']).labels(init.routeName)
     const prefix = `rate:${config.bucket ?? `route:${init.routeName}`}:`
+    // Header values that depend on the config only are built once per route instance.
     const policy = `${config.capacity};w=${Math.max(1, Math.ceil(config.capacity / config.refillPerSecond))}`
+    const limitText = String(config.capacity)
+    const projectBuckets = new Map<string, string>()
+    const bucketOf = (ctx: RequestContext): string => {
+      if (config.by !== 'project' || !ctx.project) return prefix + identity(ctx, config.by)
+      let name = projectBuckets.get(ctx.project.id)
+      if (name === undefined) {
+        name = prefix + identity(ctx, config.by)
+        if (projectBuckets.size < MAX_CACHED_BUCKET_NAMES) projectBuckets.set(ctx.project.id, name)
+      }
+      return name
+    }
     return {
       async request(ctx) {
-        const decision = await init.store.takeToken(prefix + identity(ctx, config.by), config.capacity, config.refillPerSecond)
-        ctx.responseHeaders['ratelimit-limit'] = String(decision.limit)
-        ctx.responseHeaders['ratelimit-remaining'] = String(decision.remaining)
-        ctx.responseHeaders['ratelimit-reset'] = String(decision.resetSeconds)
-        ctx.responseHeaders['ratelimit-policy'] = policy
+        const decision = await init.store.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond)
+        const headers = ctx.responseHeaders
+        headers['ratelimit-limit'] = decision.limit === config.capacity ? limitText : String(decision.limit)
+        headers['ratelimit-remaining'] = intText(decision.remaining)
+        headers['ratelimit-reset'] = intText(decision.resetSeconds)
+        headers['ratelimit-policy'] = policy
         if (decision.allowed) return
         limited.inc()
         const retryAfter = String(decision.retryAfterSeconds)

@@ -4,8 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import Database from 'better-sqlite3'
 import { openSqliteStore, type SqliteStore, type SqliteStoreOptions } from '../../../core/store/sqlite.ts'
-import { periodBounds, periodKey } from '../../../core/store/periods.ts'
+import { currentPeriod, periodBounds, periodBoundsCached, periodKey } from '../../../core/store/periods.ts'
 import type { CreditReservation } from '../../../core/store/types.ts'
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
@@ -42,6 +43,17 @@ t.test('periods are UTC keys that sort in time order', async (t) => {
   t.same(periodBounds('day', at), { key: '2026-11-21', startMs: Date.UTC(2026, 10, 21), endMs: Date.UTC(2026, 10, 22) })
   t.same(periodBounds('hour', at), { key: '2026-11-21T09', startMs: Date.UTC(2026, 10, 21, 9), endMs: Date.UTC(2026, 10, 21, 10) })
   t.throws(() => periodKey('month', Number.NaN), RangeError)
+
+  const first = periodBoundsCached('hour', at)
+  t.equal(periodBoundsCached('hour', at + 60_000), first, 'the same period is not recomputed')
+  t.equal(currentPeriod('hour', Date.UTC(2026, 10, 21, 10)), '2026-11-21T10', 'a boundary recomputes')
+  t.equal(currentPeriod('hour', at), '2026-11-21T09', 'a clock moved back recomputes too')
+  for (const period of ['hour', 'day', 'month'] as const) {
+    for (const epochMs of [at, Date.UTC(2026, 11, 31, 23, 59, 59, 999), Date.UTC(2027, 0, 1)]) {
+      t.equal(currentPeriod(period, epochMs), periodKey(period, epochMs), `${period} at ${epochMs}`)
+    }
+  }
+  t.throws(() => currentPeriod('day', Number.NaN), RangeError)
 })
 
 t.test('no overspend: 1,000 concurrent reservations against 100 credits', async (t) => {
@@ -59,44 +71,65 @@ t.test('group commit: the writes of one event-loop turn share a transaction, at 
   const store = openStore(t)
   const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => store.reserveCredits(reservation(`r${i}`, { allocation: 1e6 }))))
   t.ok(results.every((r) => r.ok))
-  t.same(store.writeStats(), { transactions: 1, operations: 1000 }, '1,000 concurrent reserves, one commit')
+  t.same(store.writeStats(), { transactions: 0, operations: 0 }, 'reservations are held in memory: no disk write')
   t.same(results.slice(0, 3).map((r) => r.balance.used), [1, 2, 3], 'each reserve sees the state the ones before it left')
 
   await Promise.all(Array.from({ length: 1000 }, (_, i) => store.commitCredits(`r${i}`)))
-  t.same(store.writeStats(), { transactions: 2, operations: 2000 })
+  t.same(store.writeStats(), { transactions: 1, operations: 1000 }, '1,000 concurrent commits, one transaction')
 
+  const reserveAndCommit = async (target: SqliteStore, count: number, prefix: string) => {
+    for (let i = 0; i < count; i++) t.ok((await target.reserveCredits(reservation(`${prefix}${i}`, { allocation: 1e6 }))).ok)
+    await Promise.all(Array.from({ length: count }, (_, i) => target.commitCredits(`${prefix}${i}`)))
+  }
   const capped = openStore(t, { maxBatchOps: 100 })
-  await Promise.all(Array.from({ length: 250 }, (_, i) => capped.reserveCredits(reservation(`c${i}`, { allocation: 1e6 }))))
+  await reserveAndCommit(capped, 250, 'c')
   t.same(capped.writeStats(), { transactions: 3, operations: 250 }, '250 writes with a cap of 100 take 3 transactions')
 
   const unbatched = openStore(t, { maxBatchOps: 1 })
-  await Promise.all(Array.from({ length: 20 }, (_, i) => unbatched.reserveCredits(reservation(`u${i}`))))
+  await reserveAndCommit(unbatched, 20, 'u')
   t.same(unbatched.writeStats(), { transactions: 20, operations: 20 }, 'maxBatchOps 1: one transaction per write')
   t.throws(() => openSqliteStore({ dataDir: tempDir(t), maxBatchOps: 0 }), RangeError)
 })
 
 t.test('group commit: a failing write is rejected alone, the rest of its batch commits in order', async (t) => {
   const store = openStore(t)
-  const [a, b, duplicate, commitA, c, releaseB, d] = await Promise.allSettled([
+  t.ok((await store.reserveCredits(reservation('old', { amount: 3 }))).ok)
+  await store.commitCredits('old')
+  // 'old' is settled and no longer held in memory: reusing its id is only caught by the disk, at commit.
+  const [a, b, duplicate, reused, commitA, c, commitReused, releaseB, d, commitC] = await Promise.allSettled([
     store.reserveCredits(reservation('a', { amount: 5 })),
     store.reserveCredits(reservation('b', { amount: 5 })),
     store.reserveCredits(reservation('a', { amount: 7 })),
+    store.reserveCredits(reservation('old', { amount: 2 })),
     store.commitCredits('a'),
     store.reserveCredits(reservation('c', { amount: 5 })),
+    store.commitCredits('old'),
     store.releaseCredits('b'),
-    store.reserveCredits(reservation('d', { amount: 90 })),
+    store.reserveCredits(reservation('d', { amount: 85 })),
+    store.commitCredits('c'),
   ])
   t.match(a, { status: 'fulfilled', value: { ok: true } })
   t.match(b, { status: 'fulfilled', value: { ok: true } })
-  t.match(duplicate, { status: 'rejected', reason: { code: 'SQLITE_CONSTRAINT_PRIMARYKEY' } }, 'the reused id is refused')
+  t.match(duplicate, { status: 'rejected', reason: { code: 'reservation_exists' } }, 'an id held in memory is refused at once')
+  t.match(reused, { status: 'fulfilled', value: { ok: true } })
   t.equal(commitA.status, 'fulfilled')
-  t.match(c, { status: 'fulfilled', value: { ok: true, balance: { used: 15 } } }, 'the refused charge of 7 was rolled back')
+  t.match(c, { status: 'fulfilled', value: { ok: true, balance: { used: 20 } } }, 'the refused charge of 7 was never added')
+  t.match(commitReused, { status: 'rejected', reason: { code: 'SQLITE_CONSTRAINT_PRIMARYKEY' } }, 'the reused id fails at commit')
   t.equal(releaseB.status, 'fulfilled')
   t.match(d, { status: 'fulfilled', value: { ok: true, balance: { used: 100 } } }, 'the release before it made room')
+  t.equal(commitC.status, 'fulfilled', 'the write after the failing one commits')
+  t.equal(store.writeStats().transactions >= 2, true)
   t.equal((await store.getReservation('a'))!.state, 'committed')
-  t.equal((await store.getReservation('a'))!.amount, 5, 'the first reservation of the id is untouched')
-  t.equal((await store.getReservation('b'))!.state, 'released')
-  t.equal((await store.balance('demo', '2026-11', 100)).used, 100)
+  t.match(await store.getReservation('old'), { state: 'pending', amount: 2 }, 'the held reservation of a reused id shadows the disk row')
+  t.equal((await store.getReservation('b')), undefined, 'a reservation released while pending never reached the disk')
+  t.equal((await store.getReservation('c'))!.state, 'committed')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 100, 'the failed commit is still pending in memory')
+  await store.releaseCredits('old')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 98, 'the held one is released first')
+  t.match(await store.getReservation('old'), { state: 'committed', amount: 3 }, 'the first reservation of the id is untouched')
+  await store.releaseCredits('old')
+  t.equal((await store.getReservation('old'))!.state, 'released', 'a release of an id not held refunds the disk row')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 95)
 })
 
 t.test('group commit: reads see the writes issued before them; close commits what is queued', async (t) => {
@@ -117,16 +150,19 @@ t.test('group commit: reads see the writes issued before them; close commits wha
   t.ok((await inserted).created)
   t.equal(await updated, true)
 
-  const queued = store.reserveCredits(reservation('b', { amount: 6 }))
+  t.ok((await store.reserveCredits(reservation('b', { amount: 6 }))).ok)
+  t.ok((await store.reserveCredits(reservation('c', { amount: 5 }))).ok)
+  const queued = store.commitCredits('b')
   const queuedDelete = items.delete('k')
   await store.close()
-  t.ok((await queued).ok, 'a write queued before close is committed')
+  await queued
+  t.pass('a commit queued before close is committed')
   t.equal(await queuedDelete, true)
-  await t.rejects(store.commitCredits('b'), /closed/, 'writes after close are refused')
+  await t.rejects(store.commitCredits('c'), /closed/, 'writes after close are refused')
 
   const reopened = openSqliteStore({ dataDir })
   t.teardown(() => reopened.close())
-  t.equal((await reopened.balance('demo', '2026-11', 100)).used, 10)
+  t.equal((await reopened.balance('demo', '2026-11', 100)).used, 10, 'commits survive; the pending reservation c does not')
   t.equal(await reopened.documents('items').get('k'), undefined)
 })
 
@@ -207,21 +243,39 @@ t.test('periods roll over: late commits and releases touch the reservation perio
   t.equal((await store.balance('demo', december, 100)).used, 100, 'December is neither refunded nor double-charged')
 })
 
-t.test('recoverPendingReservations refunds what a dead process left pending', async (t) => {
+t.test('pending reservations die with the process; recoverPendingReservations releases rows of older versions', async (t) => {
   const dataDir = tempDir(t)
   const before = openSqliteStore({ dataDir })
-  for (const id of ['p1', 'p2', 'c1']) t.ok((await before.reserveCredits(reservation(id, { amount: 10 }))).ok)
-  t.ok((await before.reserveCredits(reservation('other', { projectId: 'other', period: '2026-10', amount: 7 }))).ok)
+  for (const id of ['p1', 'c1']) t.ok((await before.reserveCredits(reservation(id, { amount: 10 }))).ok)
   await before.commitCredits('c1')
   await before.close()
 
+  const restarted = openSqliteStore({ dataDir })
+  t.equal((await restarted.balance('demo', '2026-11', 100)).used, 10, 'only the committed charge survives a restart')
+  t.equal(await restarted.recoverPendingReservations(), 0, 'nothing pending on disk')
+  await restarted.close()
+
+  // What a version that wrote reservations to disk left behind: pending rows counted in `used`.
+  const legacy = new Database(path.join(dataDir, 'tollgate.db'))
+  const insert = legacy.prepare(`INSERT INTO credit_reservations VALUES (?, ?, ?, 'MIRROR', ?, ?, 'pending', 0)`)
+  const charge = legacy.prepare(`INSERT INTO credit_balances VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET used = used + excluded.used`)
+  for (const [id, projectId, period, amount] of [['p1', 'demo', '2026-11', 10], ['p2', 'demo', '2026-11', 10], ['other', 'other', '2026-10', 7]] as const) {
+    insert.run(id, projectId, period, amount, amount)
+    charge.run(projectId, period, amount)
+  }
+  legacy.close()
+
   const after = openSqliteStore({ dataDir })
   t.teardown(() => after.close())
-  t.equal((await after.balance('demo', '2026-11', 100)).used, 30, 'reservations survive a restart')
+  t.equal((await after.balance('demo', '2026-11', 100)).used, 30, 'legacy pending rows count until recovery')
+  t.ok((await after.reserveCredits(reservation('live', { amount: 1 }))).ok, 'the period is now held in memory')
   t.equal(await after.recoverPendingReservations(), 3)
+  t.equal((await after.balance('demo', '2026-11', 100)).used, 11, 'recovery also lowers the balance held in memory')
+  await after.releaseCredits('live')
   t.equal((await after.balance('demo', '2026-11', 100)).used, 10, 'only the committed charge stays')
   t.equal((await after.balance('other', '2026-10', 100)).used, 0)
   t.equal((await after.getReservation('p1'))!.state, 'released')
+  t.equal((await after.getReservation('live')), undefined)
   t.equal(await after.recoverPendingReservations(), 0, 'a second recovery finds nothing')
 })
 
@@ -235,7 +289,7 @@ t.test('settled reservations are swept after the retention, pending ones and bal
   }
   t.equal(await store.sweepReservations(), 0, 'nothing is old enough yet')
   now += 60_001
-  t.equal(await store.sweepReservations(), 200)
+  t.equal(await store.sweepReservations(), 100, 'the committed rows; those released while pending were never written')
   t.equal((await store.getReservation('r0')), undefined)
   t.equal((await store.getReservation('r2'))!.state, 'pending', 'pending reservations are never swept')
   t.equal((await store.balance('demo', '2026-11', 1000)).used, 200, 'balances are unchanged by the sweep')
@@ -342,6 +396,7 @@ t.test('exclusive: false lets a second connection read the live database', async
   const writer = openSqliteStore({ dataDir, exclusive: false })
   t.teardown(() => writer.close())
   t.ok((await writer.reserveCredits(reservation('a', { amount: 4 }))).ok)
+  await writer.commitCredits('a')
   const reader = openSqliteStore({ dataDir, exclusive: false })
   t.teardown(() => reader.close())
   t.equal((await reader.balance('demo', '2026-11', 100)).used, 4)

@@ -1,0 +1,175 @@
+/**
+ * The on-disk half of the SQLite credit ledger: one balance row per (project, period) whose `used`
+ * is the sum of COMMITTED charges, and one row per committed reservation (its period, what it still
+ * charges, its state), kept for late refunds until the sweep deletes it.
+ *
+ * Pending reservations are not written here (see sqlite-credits.ts); rows in state `pending` only
+ * exist in databases written by versions before 2026-05, whose reservations were durable. They still
+ * count in `used`, and {@link CreditDisk.recoverPending} releases them.
+ *
+ * The write steps run inside a WriteBatcher transaction and never open one of their own; each is a
+ * pure function of the database state and its arguments, so the batcher may run it again.
+ */
+import type Database from 'better-sqlite3'
+
+export type ReservationState = 'pending' | 'committed' | 'released'
+
+/** A reservation as stored. `charged` is what still counts toward the balance. */
+export interface ReservationRecord {
+  id: string
+  projectId: string
+  period: string
+  apiType: string
+  amount: number
+  charged: number
+  state: ReservationState
+  createdAt: number
+}
+
+export const CREDITS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS credit_balances (
+  project_id TEXT NOT NULL,
+  period TEXT NOT NULL,
+  used NUMERIC NOT NULL,
+  PRIMARY KEY (project_id, period)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS credit_reservations (
+  id TEXT NOT NULL PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  period TEXT NOT NULL,
+  api_type TEXT NOT NULL,
+  amount NUMERIC NOT NULL,
+  charged NUMERIC NOT NULL,
+  state TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+-- A commit is then ONE statement (atomic on its own, so a commit alone in its batch needs no
+-- BEGIN/COMMIT), and the charge never leaves SQLite. Rows written pending (older versions) do not fire it.
+CREATE TRIGGER IF NOT EXISTS credit_reservation_committed AFTER INSERT ON credit_reservations
+WHEN NEW.state = 'committed' AND NEW.charged > 0
+BEGIN
+  INSERT INTO credit_balances (project_id, period, used) VALUES (NEW.project_id, NEW.period, NEW.charged)
+  ON CONFLICT (project_id, period) DO UPDATE SET used = used + excluded.used;
+END;
+`
+
+interface ReservationRow {
+  id: string
+  project_id: string
+  period: string
+  api_type: string
+  amount: number
+  charged: number
+  state: ReservationState
+  created_at: number
+}
+
+/** Per (project, period): what recovery released. */
+export interface ReleasedGroup {
+  projectId: string
+  period: string
+  amount: number
+  n: number
+}
+
+/**
+ * Prepared statements and write steps of the credit tables.
+ *
+ * @example
+ * ```ts
+ * const disk = new CreditDisk(db)
+ * await writes.enqueue(() => disk.commitStep({ id, projectId, period, apiType, amount, charged: amount, createdAt: now }))
+ * ```
+ */
+export class CreditDisk {
+  private readonly insertStmt: Database.Statement
+  private readonly usedStmt: Database.Statement
+  private readonly getStmt: Database.Statement
+  private readonly unchargeStmt: Database.Statement
+  private readonly releaseStmt: Database.Statement
+  private readonly reduceStmt: Database.Statement
+  readonly recoverTx: () => ReleasedGroup[]
+  readonly sweepTx: (cursor: string, maxRows: number, cutoff: number) => { cursor: string; deleted: number }
+
+  constructor(db: Database.Database) {
+    db.exec(CREDITS_SCHEMA)
+    this.insertStmt = db.prepare(`
+      INSERT INTO credit_reservations (id, project_id, period, api_type, amount, charged, state, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, 'committed', ?)`)
+    this.usedStmt = db.prepare('SELECT used FROM credit_balances WHERE project_id = ? AND period = ?').pluck()
+    this.getStmt = db.prepare('SELECT * FROM credit_reservations WHERE id = ?')
+    this.unchargeStmt = db.prepare('UPDATE credit_balances SET used = max(0, used - @amount) WHERE project_id = @projectId AND period = @period')
+    this.releaseStmt = db.prepare(`UPDATE credit_reservations SET state = 'released', charged = 0 WHERE id = ?`)
+    this.reduceStmt = db.prepare('UPDATE credit_reservations SET charged = charged - @amount WHERE id = @id')
+    const pendingSumsStmt = db.prepare(`
+      SELECT project_id AS projectId, period, sum(charged) AS amount, count(*) AS n
+      FROM credit_reservations WHERE state = 'pending' GROUP BY project_id, period`)
+    const releasePendingStmt = db.prepare(`UPDATE credit_reservations SET state = 'released', charged = 0 WHERE state = 'pending'`)
+    const chunkEndStmt = db.prepare(`
+      SELECT max(id) AS lastId, count(*) AS n FROM
+        (SELECT id FROM credit_reservations WHERE id > @cursor ORDER BY id LIMIT @maxRows)`)
+    const sweepStmt = db.prepare(`
+      DELETE FROM credit_reservations
+      WHERE id > @cursor AND id <= @lastId AND state <> 'pending' AND created_at < @cutoff`)
+
+    this.recoverTx = db.transaction(() => {
+      const groups = pendingSumsStmt.all() as ReleasedGroup[]
+      for (const group of groups) this.unchargeStmt.run(group)
+      releasePendingStmt.run()
+      return groups
+    })
+    this.sweepTx = db.transaction((cursor: string, maxRows: number, cutoff: number) => {
+      const chunk = chunkEndStmt.get({ cursor, maxRows }) as { lastId: string | null; n: number }
+      if (chunk.lastId === null) return { cursor: '', deleted: 0 }
+      const { changes } = sweepStmt.run({ cursor, lastId: chunk.lastId, cutoff })
+      // A short chunk reached the end of the table: the next sweep starts over from the first key.
+      return { cursor: chunk.n < maxRows ? '' : chunk.lastId, deleted: changes }
+    })
+  }
+
+  /**
+   * Writes a committed reservation; the schema's trigger adds its charge to the period, in the same
+   * statement. One SQL statement (see WriteBatcher.enqueue's singleStatement). A reused id throws.
+   */
+  commitStep(r: Omit<ReservationRecord, 'state'>): void {
+    this.insertStmt.run(r.id, r.projectId, r.period, r.apiType, r.amount, r.charged, r.createdAt)
+  }
+
+  /** Refunds what the reservation still charges and marks it released. */
+  releaseStep(id: string): void {
+    const row = this.getStmt.get(id) as ReservationRow | undefined
+    if (row === undefined || row.state === 'released') return
+    this.unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: row.charged })
+    this.releaseStmt.run(id)
+  }
+
+  /** Refunds up to `amount` of what the reservation still charges. */
+  refundStep(id: string, amount: number): void {
+    const row = this.getStmt.get(id) as ReservationRow | undefined
+    if (row === undefined || row.state === 'released') return
+    const refund = Math.min(amount, row.charged)
+    if (refund <= 0) return
+    this.unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: refund })
+    this.reduceStmt.run({ id, amount: refund })
+  }
+
+  /** Committed `used` of a period as on disk (0 when it has no row). */
+  used(projectId: string, period: string): number {
+    return (this.usedStmt.get(projectId, period) as number | undefined) ?? 0
+  }
+
+  get(id: string): ReservationRecord | undefined {
+    const row = this.getStmt.get(id) as ReservationRow | undefined
+    if (row === undefined) return undefined
+    return {
+      id: row.id,
+      projectId: row.project_id,
+      period: row.period,
+      apiType: row.api_type,
+      amount: row.amount,
+      charged: row.charged,
+      state: row.state,
+      createdAt: row.created_at,
+    }
+  }
+}
