@@ -198,8 +198,11 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
 }
 
 async function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promise<void> {
+  const fromUpstream = ctx.response
   await runSteps((res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route!.response, ctx)
-  writeHead(ctx, res)
+  // Still the upstream's own answer: its header object is this request's, extend it in place.
+  if (ctx.response === fromUpstream) writeUpstreamHead(ctx, res)
+  else writeHead(ctx, res)
 }
 
 /** Head of a streamed upstream answer: its header object was made for this request, so it is extended in place. */
