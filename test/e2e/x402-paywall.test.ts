@@ -1,19 +1,20 @@
 /**
  * The x402 paywall through a real gateway process running examples/config/x402.yaml (its paid
  * route, in front of a test upstream) on a local chain: the 402 answer (v2 header, v1 body, CORS),
- * payments made with the official SDK's HTTP client (`x402HTTPClient`, v2 and v1), refusals, no
- * settlement when the upstream fails, content withheld when settlement fails, settlement_pending
- * and its retry, one payment used twice at once, and a paywall that uses another gateway's
- * facilitator over HTTP.
+ * payments made with the official fetch wrapper (`wrapFetchWithPayment` from `@x402/fetch`, v2 and
+ * v1) and with the SDK's HTTP client (`x402HTTPClient`), refusals, no settlement when the upstream
+ * fails, content withheld when settlement fails, settlement_pending and its retry, one payment used
+ * twice at once, and a paywall that uses another gateway's facilitator over HTTP.
  *
- * `@x402/fetch` (wrapFetchWithPayment) is not installed; `payAndFetch` below does what it does with
- * the installed `@x402/core` HTTP client: read the 402, create the payment, send it, read the result.
+ * The other cases use `payAndFetch` below rather than the wrapper because they need what the wrapper
+ * hides: the payment header it sent (to replay it) and the settle header of a 402 answer.
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { x402Client, x402HTTPClient } from '@x402/core/client'
+import { decodePaymentResponseHeader, wrapFetchWithPayment } from '@x402/fetch'
 import { ExactEvmScheme } from '@x402/evm/exact/client'
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/client'
 import { createWalletClient, http, parseAbi, type LocalAccount } from 'viem'
@@ -186,6 +187,57 @@ t.test('the official v1 client pays with X-PAYMENT and gets X-PAYMENT-RESPONSE',
   t.notOk(res.headers.get('payment-response'))
   t.match(res.settle, { success: true, network: 'base-sepolia', payer: accounts.payer.address })
   t.equal(await payeeBalance(), before + BigInt(price))
+})
+
+t.test('the official fetch wrapper (v2) pays a paywalled route end to end', async (t) => {
+  const account = privateKeyToAccount(accounts.payer.privateKey) as LocalAccount
+  // The local token is no default asset of the SDK, so the buyer opts in to it with a per-payment cap.
+  const buyer = new x402Client()
+    .register('eip155:84532', new ExactEvmScheme(account))
+    .setSpendControls({ allowedAssets: [{ network: 'eip155:84532', asset: f.chain.token, maxAmountPerPayment: price }] })
+  const fetchWithPayment = wrapFetchWithPayment(fetch, buyer)
+  const [payeeBefore, payerBefore] = [await payeeBalance(), await f.balanceOf(accounts.payer.address)]
+  const seen = upstreamSaw.length
+
+  const res = await fetchWithPayment(paid('ok'))
+  t.equal(res.status, 200)
+  t.equal(await res.text(), CONTENT)
+  const settle = decodePaymentResponseHeader(res.headers.get('payment-response')!)
+  t.match(settle, { success: true, network: 'eip155:84532', payer: accounts.payer.address, transaction: /^0x[0-9a-f]{64}$/ })
+  t.equal(await payeeBalance(), payeeBefore + BigInt(price), 'the payee got exactly the price')
+  t.equal(await f.balanceOf(accounts.payer.address), payerBefore - BigInt(price), 'the payer paid exactly the price')
+  t.equal(upstreamSaw.length, seen + 1, 'the upstream answered once: the unpaid try stopped at the paywall')
+  t.notOk(upstreamSaw.at(-1)!.headers['payment-signature'], 'the payment header is not forwarded')
+  const receipt = await f.ctx.publicClient.getTransactionReceipt({ hash: settle.transaction as `0x${string}` })
+  t.equal(receipt.status, 'success', 'the transaction named in PAYMENT-RESPONSE is mined')
+})
+
+t.test('the official fetch wrapper (v1) pays with X-PAYMENT when the 402 has only the v1 body', async (t) => {
+  // The wrapper prefers the v2 PAYMENT-REQUIRED header whenever it is there; a v1 buyer meets a
+  // v1-only 402, so this fetch drops that header (and nothing else) before the wrapper reads it.
+  const v1Only: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init)
+    if (res.status !== 402) return res
+    const headers = new Headers(res.headers)
+    headers.delete('payment-required')
+    return new Response(await res.arrayBuffer(), { status: 402, headers })
+  }
+  const account = privateKeyToAccount(accounts.payer.privateKey) as LocalAccount
+  const buyer = new x402Client()
+    .registerV1('base-sepolia', new ExactEvmSchemeV1(account))
+    .setSpendControls({ allowedAssets: [{ network: 'base-sepolia' as `${string}:${string}`, asset: f.chain.token, maxAmountPerPayment: price }] })
+  const fetchWithPayment = wrapFetchWithPayment(v1Only, buyer)
+  const [payeeBefore, payerBefore] = [await payeeBalance(), await f.balanceOf(accounts.payer.address)]
+
+  const res = await fetchWithPayment(paid('ok'))
+  t.equal(res.status, 200)
+  t.equal(await res.text(), CONTENT)
+  t.notOk(res.headers.get('payment-response'))
+  const settle = decodePaymentResponseHeader(res.headers.get('x-payment-response')!)
+  t.match(settle, { success: true, network: 'base-sepolia', payer: accounts.payer.address, transaction: /^0x[0-9a-f]{64}$/ })
+  t.ok(upstreamSaw.at(-1)!.url === '/api/v1/ok' && !upstreamSaw.at(-1)!.headers['x-payment'], 'served without forwarding X-PAYMENT')
+  t.equal(await payeeBalance(), payeeBefore + BigInt(price), 'the payee got exactly the price')
+  t.equal(await f.balanceOf(accounts.payer.address), payerBefore - BigInt(price), 'the payer paid exactly the price')
 })
 
 /** A v2 PAYMENT-SIGNATURE header for the offered requirements, signed with viem. */
