@@ -6,6 +6,7 @@
  *   npm run bench -- [--duration 10] [--connections 50] [--rounds 3] [--warmup 3]
  *                    [--only direct,nginx,bare-undici,fastify-proxy,tollgate-empty,tollgate-typical]
  *                    [--rate 2000] [--rate-duration 10] [--rate-connections 10] [--rate-rounds 2] [--no-rate]
+ *                    [--proxy-node-flags "--max-semi-space-size=32"]
  *                    [--nice -10] [--profile] [--json FILE]
  *
  * Every process it starts is stopped by its PID at the end, on failure and on SIGINT.
@@ -34,6 +35,8 @@ const options = {
   nice: Number(argValue(argv, 'nice') ?? 0),
   noRate: argFlag(argv, 'no-rate'),
   profile: argFlag(argv, 'profile'),
+  /** Extra node flags for the Node proxies under test only (never the load generators). */
+  proxyNodeFlags: argValue(argv, 'proxy-node-flags')?.split(' ').filter(Boolean) ?? [],
   json: argValue(argv, 'json'),
   only: argValue(argv, 'only')?.split(',').map((s) => s.trim()).filter(Boolean),
 }
@@ -101,7 +104,7 @@ async function main(): Promise<void> {
     const upstream = await startUpstream(dir)
     log(`upstream ${upstream.url} (pid ${upstream.proc.pid})`)
     if (options.profile) mkdirSync(profileDir)
-    const ctx = { upstreamUrl: upstream.url, upstream: upstream.proc, dir, nodeFlags: options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [] }
+    const ctx = { upstreamUrl: upstream.url, upstream: upstream.proc, dir, nodeFlags: [...options.proxyNodeFlags, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])] }
     for (const name of wanted) {
       if (name === 'tollgate-typical') {
         const missing = missingTypicalPlugins()
