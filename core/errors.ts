@@ -30,10 +30,6 @@ export class GatewayError extends Error {
     this.headers = options.headers ?? {}
     this.detail = options.detail
   }
-
-  get isClientError(): boolean {
-    return this.status < 500
-  }
 }
 
 /** Builds a factory for one catalogued error, fastify-style. */
@@ -51,6 +47,8 @@ export const errors = {
   bodyTooLarge: define(413, 'body_too_large'),
   unsupportedMediaType: define(415, 'unsupported_media_type'),
   headersTooLarge: define(431, 'headers_too_large'),
+  requestTimeout: define(408, 'request_timeout'),
+  malformedRequest: define(400, 'bad_request'),
   upstreamUnavailable: define(502, 'upstream_unavailable'),
   upstreamTimeout: define(504, 'upstream_timeout'),
   responseTooLarge: define(502, 'upstream_response_too_large'),

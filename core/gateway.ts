@@ -5,12 +5,14 @@
  *
  * @example
  * ```ts
- * const gateway = await startGateway({ configFile: 'gateway.yaml' })
+ * const gateway = await Gateway.start({ configFile: 'gateway.yaml' })
  * console.log(gateway.address)   // http://127.0.0.1:8080
  * await gateway.stop()
  * ```
  */
-import { createServer, type Server } from 'node:http'
+import { createServer, STATUS_CODES, type Server } from 'node:http'
+import { errors } from './errors.ts'
+import { jsonErrorFormat } from './error-format.ts'
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
 import type { AddressInfo } from 'node:net'
@@ -147,10 +149,16 @@ export class Gateway {
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
     this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return socket.destroy()
-      const tooLarge = error.code === 'HPE_HEADER_OVERFLOW'
-      const status = tooLarge ? '431 Request Header Fields Too Large' : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request'
-      const body = JSON.stringify({ error: { code: tooLarge ? 'headers_too_large' : 'bad_request', message: tooLarge ? 'request headers are too large' : 'malformed HTTP request' } })
-      socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      // Rejected by the HTTP parser, before any route: answered in the default format, then closed.
+      const refusal =
+        error.code === 'HPE_HEADER_OVERFLOW'
+          ? errors.headersTooLarge('request headers are too large')
+          : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? errors.requestTimeout('the request was not received in time')
+            : errors.malformedRequest('malformed HTTP request')
+      const rendered = jsonErrorFormat(refusal, undefined)
+      const body = String(rendered.body)
+      socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     })
     this.#admin = createAdminServer({
       table: () => this.#table,
@@ -191,7 +199,7 @@ export class Gateway {
       const { current, retired } = reconcileUpstreams(this.#upstreams, loaded.config.upstreams)
       const built = await buildTable(loaded.config, { log: this.log, metrics: this.metrics, store: this.store, upstreams: current, plugins: loaded.plugins, locate: loaded.locate })
       if (!built.table) {
-        for (const handle of current.values()) if (!this.#upstreams.has(handle.name) || this.#upstreams.get(handle.name) !== handle) void handle.pool.close()
+        for (const handle of current.values()) if (this.#upstreams.get(handle.name) !== handle) void handle.pool.close()
         return this.#reloadFailed(built.issues.map(formatIssue), reason)
       }
       const previous = this.#table
@@ -255,4 +263,3 @@ function listen(server: Server, port: number, host: string): Promise<void> {
   })
 }
 
-export const startGateway = (options: StartOptions) => Gateway.start(options)

@@ -12,7 +12,7 @@ import { ProjectDirectory, type Project, type Scope } from './projects.ts'
 import type { Store } from './store/types.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import { type CoreMetrics, RouteMetrics } from './metrics.ts'
-import { jsonErrorFormat } from './error-format.ts'
+import { collectErrorFormats, jsonErrorFormat } from './error-format.ts'
 
 export type Step = (ctx: RequestContext) => void | Promise<void>
 
@@ -91,18 +91,12 @@ function compileRewrite(template: string): (params: Readonly<Record<string, stri
   return (params) => parts.map((part) => part(params)).join('/') || '/'
 }
 
-function errorFormats(plugins: Map<string, PluginDefinition>): Map<string, ErrorFormatter> {
-  const formats = new Map<string, ErrorFormatter>([['json', jsonErrorFormat]])
-  for (const plugin of plugins.values()) for (const [name, format] of Object.entries(plugin.errorFormats ?? {})) formats.set(name, format)
-  return formats
-}
-
 export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promise<{ table?: Table; issues: ConfigIssue[] }> {
   const issues: ConfigIssue[] = []
   const projects = new ProjectDirectory(toProjects(config))
   const instances: PluginInstance[] = []
   const adminRoutes: AdminRoute[] = []
-  const formats = errorFormats(deps.plugins)
+  const formats = collectErrorFormats(deps.plugins)
   const fail = (entry: PluginEntry | undefined, route: RouteConfig | undefined, message: string) =>
     issues.push({
       file: config.file.split('/').pop()!,

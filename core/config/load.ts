@@ -16,6 +16,7 @@ import { ConfigSource, type ConfigIssue, type ConfigPath } from './source.ts'
 import { coreSchema, projectSchema } from './schema.ts'
 import { compileOnce, createConfigAjv, explain } from './ajv-messages.ts'
 import { builtinPlugins, loadCustomPlugin } from '../plugin-registry.ts'
+import { collectErrorFormats } from '../error-format.ts'
 import type { JsonSchema, PluginDefinition } from '../plugin.ts'
 import type { GatewayConfig, PluginEntry, ProjectConfig, RouteConfig } from './types.ts'
 
@@ -101,12 +102,6 @@ function crossCheck(source: ConfigSource, config: GatewayConfig, rawRoutes: any[
   })
 }
 
-/** Error formats every plugin contributes, plus the core's `json`. */
-export function knownErrorFormats(plugins: Map<string, PluginDefinition>): Set<string> {
-  const formats = new Set(['json'])
-  for (const plugin of plugins.values()) for (const name of Object.keys(plugin.errorFormats ?? {})) formats.add(name)
-  return formats
-}
 
 export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<LoadResult> {
   const absolute = resolve(file)
@@ -151,7 +146,7 @@ export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.
     file: absolute,
     hash: createHash('sha256').update(source.text).update(extra?.text ?? '').digest('hex'),
   }
-  crossCheck(source, config, raw.routes, knownErrorFormats(plugins))
+  crossCheck(source, config, raw.routes, new Set(collectErrorFormats(plugins).keys()))
   const issues = [...source.issues, ...(extra?.issues ?? [])]
   return issues.length ? { issues, plugins, locate } : { config, issues, plugins, locate }
 }

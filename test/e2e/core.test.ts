@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { Agent, request } from 'undici'
 import { Readable } from 'node:stream'
+import { connect } from 'node:net'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, closedPort, type TestUpstream } from '../helpers/upstream.ts'
 import { rawRequest, json } from '../helpers/http.ts'
@@ -221,6 +222,25 @@ t.test('a client abort aborts the upstream request and done runs exactly once', 
   await new Promise((r) => setTimeout(r, 400))
   t.same(phases().get('abort-me-1'), ['request', 'done:aborted'])
   t.ok(upstream.aborted.includes('/base/up/slow-headers?ms=250'), 'the upstream saw its request aborted')
+})
+
+t.test('requests the HTTP parser rejects get a JSON error and a closed connection', async (t) => {
+  const { port } = new URL(gw.url)
+  const rawExchange = (payload: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.end(payload))
+      let text = ''
+      socket.on('data', (chunk) => (text += chunk))
+      socket.on('close', () => resolve(text))
+      socket.on('error', reject)
+    })
+  const huge = await rawExchange(`GET /echo/a HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`)
+  t.match(huge, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/)
+  t.match(huge, /\{"error":\{"code":"headers_too_large","message":"request headers are too large"\}\}$/)
+  const broken = await rawExchange('BROKEN\r\n\r\n')
+  t.match(broken, /^HTTP\/1\.1 400 Bad Request\r\n/)
+  t.match(broken, /"code":"bad_request"/)
+  t.equal((await rawRequest(gw.url, '/echo/still-serving')).status, 200)
 })
 
 t.test('metrics text passes promtool and has bounded labels only', async (t) => {
