@@ -1,11 +1,11 @@
 /**
  * The on-disk half of the SQLite credit ledger: one balance row per (project, period) whose `used`
- * is the sum of COMMITTED charges, and one row per committed reservation (its period, what it still
- * charges, its state), kept for late refunds until the sweep deletes it.
+ * is the sum of COMMITTED charges (minus their refunds), moved by {@link CreditDisk.addUsed}.
  *
- * Pending reservations are not written here (see sqlite-credits.ts); rows in state `pending` only
- * exist in databases written by versions before 2026-05, whose reservations were durable. They still
- * count in `used`, and {@link CreditDisk.recoverPending} releases them.
+ * Reservations are not written here (see sqlite-credits.ts). The `credit_reservations` table holds
+ * rows of databases written by older versions: committed ones (kept for late refunds until the sweep
+ * deletes them) and, before 2026-05, pending ones, which still count in `used` until
+ * {@link CreditDisk.recoverTx} releases them.
  *
  * The write steps run inside a WriteBatcher transaction and never open one of their own; each is a
  * pure function of the database state and its arguments, so the batcher may run it again.
@@ -43,8 +43,7 @@ CREATE TABLE IF NOT EXISTS credit_reservations (
   state TEXT NOT NULL,
   created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
--- A commit is then ONE statement (atomic on its own, so a commit alone in its batch needs no
--- BEGIN/COMMIT), and the charge never leaves SQLite. Rows written pending (older versions) do not fire it.
+-- Older versions committed by inserting a committed row; kept so that their databases keep the same schema.
 CREATE TRIGGER IF NOT EXISTS credit_reservation_committed AFTER INSERT ON credit_reservations
 WHEN NEW.state = 'committed' AND NEW.charged > 0
 BEGIN
@@ -78,11 +77,11 @@ export interface ReleasedGroup {
  * @example
  * ```ts
  * const disk = new CreditDisk(db)
- * await writes.enqueue(() => disk.commitStep({ id, projectId, period, apiType, amount, charged: amount, createdAt: now }))
+ * await writes.enqueue(() => disk.addUsed('demo', '2026-11', 5))
  * ```
  */
 export class CreditDisk {
-  private readonly insertStmt: Database.Statement
+  private readonly addUsedStmt: Database.Statement
   private readonly usedStmt: Database.Statement
   private readonly getStmt: Database.Statement
   private readonly unchargeStmt: Database.Statement
@@ -93,9 +92,9 @@ export class CreditDisk {
 
   constructor(db: Database.Database) {
     db.exec(CREDITS_SCHEMA)
-    this.insertStmt = db.prepare(`
-      INSERT INTO credit_reservations (id, project_id, period, api_type, amount, charged, state, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, 'committed', ?)`)
+    this.addUsedStmt = db.prepare(`
+      INSERT INTO credit_balances (project_id, period, used) VALUES (?, ?, max(0, ?))
+      ON CONFLICT (project_id, period) DO UPDATE SET used = max(0, used + ?)`)
     this.usedStmt = db.prepare('SELECT used FROM credit_balances WHERE project_id = ? AND period = ?').pluck()
     this.getStmt = db.prepare('SELECT * FROM credit_reservations WHERE id = ?')
     this.unchargeStmt = db.prepare('UPDATE credit_balances SET used = max(0, used - @amount) WHERE project_id = @projectId AND period = @period')
@@ -127,12 +126,9 @@ export class CreditDisk {
     })
   }
 
-  /**
-   * Writes a committed reservation; the schema's trigger adds its charge to the period, in the same
-   * statement. One SQL statement (see WriteBatcher.enqueue's singleStatement). A reused id throws.
-   */
-  commitStep(r: Omit<ReservationRecord, 'state'>): void {
-    this.insertStmt.run(r.id, r.projectId, r.period, r.apiType, r.amount, r.charged, r.createdAt)
+  /** Moves a period's committed `used` by `delta` (a charge, or a refund when negative), never below 0. */
+  addUsed(projectId: string, period: string, delta: number): void {
+    this.addUsedStmt.run(projectId, period, delta, delta)
   }
 
   /** Refunds what the reservation still charges and marks it released. */

@@ -1,30 +1,36 @@
 /**
- * Credit ledger of the SQLite engine: reservations in memory, settlements on disk.
+ * Credit ledger of the SQLite engine: reservations in memory, charges on disk as per-period sums.
  *
  * The durability the gateway needs is that a charge a client was answered for is on disk before the
- * answer. A reservation that never got committed is released by recovery anyway, so writing it
- * buys nothing: a crash loses exactly the reservations recovery would have released. Hence:
+ * answer. A reservation that never got committed is released by recovery anyway, so writing it buys
+ * nothing: a crash loses exactly the reservations recovery would have released. Hence:
  *
  * - `reserve` is an in-memory check-and-add against a per-(project, period) balance whose `used` is
  *   loaded once from SQLite (committed charges) and then kept in memory (committed + pending). It is
  *   synchronous, so nothing can interleave between the check and the add: no overspend.
- * - `commit` writes the reservation row (state committed) and adds its charge to the on-disk `used`,
- *   through the group commit; its promise resolves after that COMMIT.
+ * - `commit` adds the charge to the period's on-disk `used`. Every charge and refund issued during
+ *   one event-loop turn is summed per (project, period) and written as ONE upsert per period, in
+ *   the group commit of that turn; every commit of the turn resolves after that COMMIT. The disk
+ *   holds sums, not a row per request: a row per request (with its random key) cost more than the
+ *   rest of the chain, and the sums are all a balance needs. Per-request history is the usage log's.
  * - `release` / `refundPart` of a pending reservation only touch memory; of a committed one they also
- *   write the refund to disk (queued after the commit, so always applied to a row that exists).
- * - `balance` answers from memory (committed + pending) when the period is loaded.
+ *   subtract from the on-disk sum, the same way.
+ * - A reservation stays in memory, whatever its state, until `close` (the meter's done phase), so a
+ *   committed charge can still be refunded while its request runs. Settled reservations nobody
+ *   closed are dropped after the retention by the sweep.
  *
  * Memory is always adjusted at call time, never inside a batched step (the batcher may run a step
- * twice), so the memory balance and the disk stay consistent: disk `used` + pending = memory `used`.
- * A period loaded from disk first drains the write queue, so it sees every queued settlement.
+ * twice), so memory and disk stay consistent: disk `used` + pending (+ queued sums) = memory `used`.
+ * A period loaded from disk first drains the write queue, so it sees every queued sum.
  *
  * This is single-process by construction: the store holds the database with an exclusive lock, so
  * no other writer can move `used` behind the cache's back. A shared engine (Redis) would keep the
  * reservations in Redis, next to the balance, with the same check-and-add as one script.
  *
- * A reservation row carries its period, so late commits and refunds touch that period's balance
- * whatever the clock says. Settled rows are swept after the retention (see sqlite.ts); balances of
- * periods nobody used since the last sweep tick are dropped from memory and reloaded on demand.
+ * A reservation carries its period, so late commits and refunds touch that period's balance
+ * whatever the clock says. Balances of periods nobody used since the last sweep tick are dropped
+ * from memory and reloaded on demand. Databases written by versions before 2026-11 also hold one row
+ * per reservation (`credit_reservations`); those rows are still read, released and swept.
  */
 import type Database from 'better-sqlite3'
 import type { WriteBatcher } from './sqlite-batch.ts'
@@ -35,6 +41,8 @@ export { CREDITS_SCHEMA, type ReservationRecord, type ReservationState } from '.
 
 /** One (project, period) balance held in memory. */
 interface PeriodBalance {
+  readonly projectId: string
+  readonly period: string
   /** Committed charges (as on disk, after the queued writes) plus pending reservations. */
   used: number
   /** Reservations in memory that point at this balance; it is never dropped while any does. */
@@ -43,7 +51,7 @@ interface PeriodBalance {
   touched: boolean
 }
 
-/** A reservation this process holds: pending, or committed until its disk write has resolved. */
+/** A reservation this process holds, from reserve until close. */
 interface HeldReservation {
   readonly id: string
   readonly projectId: string
@@ -54,8 +62,24 @@ interface HeldReservation {
   charged: number
   state: ReservationState
   readonly balance: PeriodBalance
-  /** The last disk write of this reservation (commit, then maybe a release), once one is queued. */
+  /** The last disk write of this reservation (its commit, then maybe a refund), once one is queued. */
   written?: Promise<void>
+}
+
+/**
+ * The sums of one event-loop turn: what each period's `used` moves by, and the commits that wait for
+ * them. Its write step reads `deltas` when it runs, so charges added until then ride along; once it
+ * ran, the turn's sums are sealed and the next charge opens a new turn.
+ */
+class TurnSums {
+  readonly deltas = new Map<PeriodBalance, number>()
+  /** Reservations committed in this turn: they fall back to pending if the write fails. */
+  readonly commits: HeldReservation[] = []
+  written!: Promise<void>
+
+  add(balance: PeriodBalance, delta: number): void {
+    this.deltas.set(balance, (this.deltas.get(balance) ?? 0) + delta)
+  }
 }
 
 const done = Promise.resolve()
@@ -68,12 +92,14 @@ const done = Promise.resolve()
  * const ledger = new SqliteCreditLedger(db, writes)
  * const { ok } = ledger.reserve({ id: 'r1', projectId: 'demo', period: '2026-11', allocation: 100, amount: 1, apiType: 'MIRROR' }, Date.now())
  * if (ok) await ledger.commit('r1') // on disk once resolved
+ * ledger.close('r1')                // the request is over
  * ```
  */
 export class SqliteCreditLedger {
   private readonly disk: CreditDisk
   private readonly balances = new Map<string, Map<string, PeriodBalance>>()
   private readonly held = new Map<string, HeldReservation>()
+  private turn: TurnSums | undefined
   private sweepCursor = ''
 
   constructor(
@@ -100,27 +126,17 @@ export class SqliteCreditLedger {
     return { ok: true, balance: toBalance(projectId, period, allocation, used) }
   }
 
-  /** Writes the charge to disk; resolves after its COMMIT. Unknown, released or repeated: no-op. */
+  /** Adds the charge to the on-disk sum; resolves after its COMMIT. Unknown, released or repeated: no-op. */
   commit(id: string): Promise<void> {
     const held = this.held.get(id)
     if (held === undefined) return done
     if (held.state !== 'pending') return held.written ?? done
     held.state = 'committed'
-    // Captured now: a later refund changes `charged` in memory and queues its own disk write.
-    const row = { id, projectId: held.projectId, period: held.period, apiType: held.apiType, amount: held.amount, charged: held.charged, createdAt: held.createdAt }
-    const written = this.writes.enqueue(() => this.disk.commitStep(row), true).then(
-      () => this.forget(held),
-      (error: unknown) => {
-        // Not on disk: still pending in memory, so a release gives it back.
-        if (held.state === 'committed') {
-          held.state = 'pending'
-          held.written = undefined
-        } else this.forget(held)
-        throw error
-      },
-    )
-    held.written = written
-    return written
+    const turn = this.currentTurn()
+    if (held.charged > 0) turn.add(held.balance, held.charged)
+    turn.commits.push(held)
+    held.written = turn.written
+    return turn.written
   }
 
   /** Gives back what the reservation still charges; on disk too once committed. Idempotent. */
@@ -128,16 +144,13 @@ export class SqliteCreditLedger {
     const held = this.held.get(id)
     if (held === undefined) return this.releaseOnDisk(id)
     if (held.state === 'released') return held.written ?? done
-    uncharge(held.balance, held.charged)
+    const wasCommitted = held.state === 'committed'
+    const refund = held.charged
+    uncharge(held.balance, refund)
     held.charged = 0
-    if (held.state === 'pending') {
-      held.state = 'released'
-      this.forget(held)
-      return done
-    }
     held.state = 'released'
-    held.written = this.writes.enqueue(() => this.disk.releaseStep(id))
-    return held.written
+    if (!wasCommitted || refund === 0) return held.written ?? done
+    return this.subtractOnDisk(held, refund)
   }
 
   /** Gives back up to `amount` of what the reservation still charges. */
@@ -152,7 +165,19 @@ export class SqliteCreditLedger {
     held.charged -= refund
     uncharge(held.balance, refund)
     if (held.state === 'pending') return done
-    return this.writes.enqueue(() => this.disk.refundStep(id, refund))
+    return this.subtractOnDisk(held, refund)
+  }
+
+  /**
+   * Ends a reservation: a pending one is released, a settled one can no longer be refunded. Frees
+   * what the ledger holds for it. Resolves when its last disk write has.
+   */
+  close(id: string): Promise<void> {
+    const held = this.held.get(id)
+    if (held === undefined) return done
+    const written = held.state === 'pending' ? this.release(id) : (held.written ?? done)
+    this.forget(held)
+    return written
   }
 
   /** Committed + pending of a period; read from disk (without caching) when it is not in memory. */
@@ -174,10 +199,10 @@ export class SqliteCreditLedger {
     return released
   }
 
-  /** A pending reservation from memory; any other from disk (after the queued writes). */
+  /** A reservation held in memory, else a row of an older version from disk. */
   get(id: string): ReservationRecord | undefined {
     const held = this.held.get(id)
-    if (held !== undefined && held.state === 'pending') {
+    if (held !== undefined) {
       const { projectId, period, apiType, amount, charged, state, createdAt } = held
       return { id, projectId, period, apiType, amount, charged, state, createdAt }
     }
@@ -185,17 +210,55 @@ export class SqliteCreditLedger {
     return this.disk.get(id)
   }
 
+  /** Reservations held in memory (pending, or settled and not yet closed). */
+  heldCount(): number {
+    return this.held.size
+  }
+
   /**
-   * Deletes settled reservation rows created before `cutoff`, examining at most `maxRows` rows from
-   * where the previous call stopped, and drops period balances idle since the previous call.
-   * Returns how many rows were deleted and whether the walk wrapped around.
+   * Drops settled reservations created before `cutoff` that nobody closed; deletes settled rows of
+   * older versions created before `cutoff`, examining at most `maxRows` rows from where the previous
+   * call stopped; drops period balances idle since the previous call. Pending reservations stay.
    */
   sweep(cutoff: number, maxRows: number): { deleted: number; wrapped: boolean } {
+    for (const held of this.held.values()) {
+      if (held.createdAt < cutoff && held.state !== 'pending') this.forget(held)
+    }
     this.evictIdleBalances()
     this.writes.drain()
     const { cursor, deleted } = this.disk.sweepTx(this.sweepCursor, maxRows, cutoff)
     this.sweepCursor = cursor
     return { deleted, wrapped: cursor === '' }
+  }
+
+  /** The sums of this turn, with their write step queued on first use. */
+  private currentTurn(): TurnSums {
+    const open = this.turn
+    if (open !== undefined) return open
+    const turn = new TurnSums()
+    this.turn = turn
+    turn.written = this.writes.enqueue(() => {
+      // Runs in the batch (maybe twice, after a rollback): from now on charges go to the next turn.
+      if (this.turn === turn) this.turn = undefined
+      for (const [balance, delta] of turn.deltas) if (delta !== 0) this.disk.addUsed(balance.projectId, balance.period, delta)
+    }).then(undefined, (error: unknown) => {
+      // Not on disk: those commits are pending again in memory, so a release gives them back.
+      for (const held of turn.commits) {
+        if (held.state === 'committed' && held.written === turn.written) {
+          held.state = 'pending'
+          held.written = undefined
+        }
+      }
+      throw error
+    })
+    return turn
+  }
+
+  private subtractOnDisk(held: HeldReservation, amount: number): Promise<void> {
+    const turn = this.currentTurn()
+    turn.add(held.balance, -amount)
+    held.written = turn.written
+    return turn.written
   }
 
   /** The in-memory balance of a period, loaded from disk (after the queued writes) on first use. */
@@ -208,7 +271,7 @@ export class SqliteCreditLedger {
     let balance = periods.get(period)
     if (balance === undefined) {
       this.writes.drain()
-      balance = { used: this.disk.used(projectId, period), held: 0, touched: true }
+      balance = { projectId, period, used: this.disk.used(projectId, period), held: 0, touched: true }
       periods.set(period, balance)
     }
     return balance

@@ -10,11 +10,12 @@
  * checkpoint; `synchronous = FULL` would close that window with an fsync per commit, which costs
  * milliseconds on most disks and is far beyond the per-request budget.
  *
- * Credits: reservations in memory, settlements on disk (sqlite-credits.ts). A reservation is an
- * in-memory check-and-add against the period's balance (committed charges loaded once from SQLite,
- * plus the pending reservations): no disk write, so no overspend and no wait. A commit writes the
- * charge; its promise resolves after the COMMIT, and the meter commits before the answer's head is
- * written, so every charge a client was answered for is on disk before the answer. A crash loses only
+ * Credits: reservations in memory, charges on disk as per-period sums (sqlite-credits.ts). A
+ * reservation is an in-memory check-and-add against the period's balance (committed charges loaded
+ * once from SQLite, plus the pending reservations): no disk write, so no overspend and no wait. A
+ * commit adds the charge to its period's on-disk sum; its promise resolves after the COMMIT, and the
+ * meter commits before the answer's head is written, so every charge a client was answered for is on
+ * disk before the answer. A crash loses only
  * pending reservations, which recovery would have released anyway. This needs the store to be the
  * only writer of the ledger, which the exclusive lock below guarantees; a shared engine (Redis) would
  * keep the reservations in Redis instead.
@@ -24,8 +25,8 @@
  * at most 1000 operations per transaction (`maxBatchOps`). An operation's promise resolves only after
  * its batch has committed, so a commit is on disk (in the crash-safe sense above) when its promise
  * resolves, exactly as with one transaction each; what batching adds is at most one event-loop turn
- * of delay. An operation that fails (a reused reservation id) is rejected alone; the others of its
- * batch commit (see sqlite-batch.ts). Reads that go to disk (getReservation, a balance not held in
+ * of delay. The credit charges of one turn are one operation (a sum per period). An operation that
+ * fails is rejected alone; the others of its batch commit (see sqlite-batch.ts). Reads that go to disk (getReservation, a balance not held in
  * memory, document get/list) first run what is queued, so they see every write issued before them.
  * Usage counters are buffered separately (sqlite-usage.ts).
  *
@@ -65,7 +66,7 @@ export interface SqliteStoreOptions {
   clock?: () => number
   /** Usage sums are written every this many ms (default 1000; 0 writes every event through). */
   usageFlushMs?: number
-  /** Settled reservations are kept this long for late refunds, then swept (default 10 minutes). */
+  /** Settled reservations nobody closed are kept this long for late refunds, then dropped (default 10 minutes). */
   reservationRetentionMs?: number
   /**
    * Hold the database lock for the store's lifetime (default true). Saves the lock syscalls of every
@@ -86,7 +87,7 @@ export interface SqliteStoreOptions {
 
 const DB_FILE = 'tollgate.db'
 const SWEEP_INTERVAL_MS = 500
-/** The sweep examines at least this many rows per tick, and 3x the reservations made since the last. */
+/** Rows of older versions the background sweep examines per tick. */
 const SWEEP_MIN_ROWS = 2_000
 const SWEEP_MAX_ROWS = 50_000
 
@@ -119,7 +120,6 @@ export class SqliteStore implements Store {
   private readonly retentionMs: number
   private readonly onBackgroundError: (error: unknown) => void
   private readonly timers: NodeJS.Timeout[] = []
-  private reservedSinceSweep = 0
   private closed = false
 
   constructor(options: SqliteStoreOptions) {
@@ -166,7 +166,6 @@ export class SqliteStore implements Store {
 
   async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
     const result = this.credits.reserve(reservation, this.clock())
-    if (result.ok) this.reservedSinceSweep++
     return result
   }
 
@@ -182,6 +181,10 @@ export class SqliteStore implements Store {
     return this.credits.refundPart(reservationId, amount)
   }
 
+  async closeCredits(reservationId: string): Promise<void> {
+    return this.credits.close(reservationId)
+  }
+
   async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
     return this.credits.balance(projectId, period, allocation)
   }
@@ -190,12 +193,12 @@ export class SqliteStore implements Store {
     return this.credits.recoverPending()
   }
 
-  /** A reservation as stored, while it is within the retention (for the admin API and tests). */
+  /** A reservation held in memory (until closed), or a row an older version wrote (for tests and tooling). */
   async getReservation(reservationId: string): Promise<ReservationRecord | undefined> {
     return this.credits.get(reservationId)
   }
 
-  /** Deletes every settled reservation row older than the retention now; returns how many. */
+  /** Drops settled reservations older than the retention now; returns how many rows of older versions it deleted. */
   async sweepReservations(): Promise<number> {
     const cutoff = this.clock() - this.retentionMs
     let total = 0
@@ -262,10 +265,8 @@ export class SqliteStore implements Store {
     this.timers.push(timer)
   }
 
-  /** One bounded step of the sweep, sized to outpace the reservations made since the last one. */
+  /** One bounded step of the sweep (rows of older versions; this one writes none). */
   private sweepTick(): void {
-    const rows = Math.min(SWEEP_MAX_ROWS, Math.max(SWEEP_MIN_ROWS, this.reservedSinceSweep * 3))
-    this.reservedSinceSweep = 0
-    this.credits.sweep(this.clock() - this.retentionMs, rows)
+    this.credits.sweep(this.clock() - this.retentionMs, SWEEP_MIN_ROWS)
   }
 }

@@ -71,6 +71,12 @@ export interface Store {
   releaseCredits(reservationId: string): Promise<void>
   /** Partially refunds a committed or pending reservation (batch items that failed). */
   refundPart(reservationId: string, amount: number): Promise<void>
+  /**
+   * Ends a reservation once its request is over: a pending one is released, a settled one can no
+   * longer be refunded. Until then a committed charge can still be released or partly refunded.
+   * A store may forget settled reservations nobody closed after a retention of its own.
+   */
+  closeCredits(reservationId: string): Promise<void>
   balance(projectId: string, period: string, allocation: number): Promise<CreditBalance>
   /** Releases reservations a crashed process left pending; returns how many. */
   recoverPendingReservations(): Promise<number>

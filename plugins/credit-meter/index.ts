@@ -6,7 +6,8 @@
  * - response (before the head is written, for every answer): commit, or release when the gateway
  *   or the service failed (see refund-policy.ts); a handler's `credits.refund` state gives part back.
  * - done: release a reservation still pending (the client went away before its answer); settle
- *   again if a later plugin replaced the answer; record usage and the credits metric.
+ *   again if a later plugin replaced the answer; close the reservation (the store forgets it);
+ *   record usage and the credits metric.
  *
  * It also serves `GET /admin/projects/:id/usage` on the admin listener.
  *
@@ -118,6 +119,7 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
         } catch (error) {
           init.log.error({ err: error, reqId: ctx.id }, 'could not settle a credit reservation; it is released at the next start if still pending')
         }
+        ledger.close(state.metered)
       }
       if (!ctx.project) return
       const credits = CreditLedger.charged(state?.metered)

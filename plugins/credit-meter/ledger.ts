@@ -98,6 +98,12 @@ export class CreditLedger {
     metered.state = 'released'
   }
 
+  /** The request is over: the store forgets the reservation (a pending one is released). */
+  close(metered: MeteredRequest): void {
+    // What it resolves with is the last write's outcome, already reported where that was awaited.
+    this.store.closeCredits(metered.id).catch(() => {})
+  }
+
   /** Credits the request finally costs. */
   static charged(metered: MeteredRequest | undefined): number {
     return metered?.state === 'committed' ? metered.amount - metered.refunded : 0

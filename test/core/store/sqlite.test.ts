@@ -75,61 +75,61 @@ t.test('group commit: the writes of one event-loop turn share a transaction, at 
   t.same(results.slice(0, 3).map((r) => r.balance.used), [1, 2, 3], 'each reserve sees the state the ones before it left')
 
   await Promise.all(Array.from({ length: 1000 }, (_, i) => store.commitCredits(`r${i}`)))
-  t.same(store.writeStats(), { transactions: 1, operations: 1000 }, '1,000 concurrent commits, one transaction')
+  t.same(store.writeStats(), { transactions: 1, operations: 1 }, '1,000 concurrent commits: one sum, one transaction')
+  await Promise.all(Array.from({ length: 10 }, (_, i) => store.releaseCredits(`r${i}`)))
+  await store.commitCredits('r999')
+  t.same(store.writeStats(), { transactions: 2, operations: 2 }, 'refunds of a later turn: one more sum; a repeated commit writes nothing')
+  t.equal((await store.balance('demo', '2026-11', 1e6)).used, 990)
 
-  const reserveAndCommit = async (target: SqliteStore, count: number, prefix: string) => {
-    for (let i = 0; i < count; i++) t.ok((await target.reserveCredits(reservation(`${prefix}${i}`, { allocation: 1e6 }))).ok)
-    await Promise.all(Array.from({ length: count }, (_, i) => target.commitCredits(`${prefix}${i}`)))
+  const insertMany = async (target: SqliteStore, count: number) => {
+    const items = target.documents('items')
+    await Promise.all(Array.from({ length: count }, (_, i) => items.insertIfAbsent(`k${i}`, 'owner', { i })))
   }
   const capped = openStore(t, { maxBatchOps: 100 })
-  await reserveAndCommit(capped, 250, 'c')
+  await insertMany(capped, 250)
   t.same(capped.writeStats(), { transactions: 3, operations: 250 }, '250 writes with a cap of 100 take 3 transactions')
 
   const unbatched = openStore(t, { maxBatchOps: 1 })
-  await reserveAndCommit(unbatched, 20, 'u')
+  await insertMany(unbatched, 20)
   t.same(unbatched.writeStats(), { transactions: 20, operations: 20 }, 'maxBatchOps 1: one transaction per write')
   t.throws(() => openSqliteStore({ dataDir: tempDir(t), maxBatchOps: 0 }), RangeError)
 })
 
 t.test('group commit: a failing write is rejected alone, the rest of its batch commits in order', async (t) => {
-  const store = openStore(t)
-  t.ok((await store.reserveCredits(reservation('old', { amount: 3 }))).ok)
-  await store.commitCredits('old')
-  // 'old' is settled and no longer held in memory: reusing its id is only caught by the disk, at commit.
-  const [a, b, duplicate, reused, commitA, c, commitReused, releaseB, d, commitC] = await Promise.allSettled([
-    store.reserveCredits(reservation('a', { amount: 5 })),
-    store.reserveCredits(reservation('b', { amount: 5 })),
-    store.reserveCredits(reservation('a', { amount: 7 })),
-    store.reserveCredits(reservation('old', { amount: 2 })),
+  const dataDir = tempDir(t)
+  // Not exclusive, so a second connection can plant a trigger that makes one project's sum fail.
+  const store = openStore(t, { dataDir, exclusive: false })
+  const side = new Database(store.file)
+  side.exec(`CREATE TRIGGER poison BEFORE INSERT ON credit_balances WHEN NEW.project_id = 'poison'
+             BEGIN SELECT RAISE(ABORT, 'poisoned'); END`)
+  side.close()
+  const items = store.documents('items')
+  t.ok((await store.reserveCredits(reservation('a', { amount: 5 }))).ok)
+  t.ok((await store.reserveCredits(reservation('p', { projectId: 'poison', amount: 5 }))).ok)
+  const [before, commitA, commitP, after] = await Promise.allSettled([
+    items.insertIfAbsent('before', 'o', {}),
     store.commitCredits('a'),
-    store.reserveCredits(reservation('c', { amount: 5 })),
-    store.commitCredits('old'),
-    store.releaseCredits('b'),
-    store.reserveCredits(reservation('d', { amount: 85 })),
-    store.commitCredits('c'),
+    store.commitCredits('p'),
+    items.insertIfAbsent('after', 'o', {}),
   ])
-  t.match(a, { status: 'fulfilled', value: { ok: true } })
-  t.match(b, { status: 'fulfilled', value: { ok: true } })
-  t.match(duplicate, { status: 'rejected', reason: { code: 'reservation_exists' } }, 'an id held in memory is refused at once')
-  t.match(reused, { status: 'fulfilled', value: { ok: true } })
-  t.equal(commitA.status, 'fulfilled')
-  t.match(c, { status: 'fulfilled', value: { ok: true, balance: { used: 20 } } }, 'the refused charge of 7 was never added')
-  t.match(commitReused, { status: 'rejected', reason: { code: 'SQLITE_CONSTRAINT_PRIMARYKEY' } }, 'the reused id fails at commit')
-  t.equal(releaseB.status, 'fulfilled')
-  t.match(d, { status: 'fulfilled', value: { ok: true, balance: { used: 100 } } }, 'the release before it made room')
-  t.equal(commitC.status, 'fulfilled', 'the write after the failing one commits')
-  t.equal(store.writeStats().transactions >= 2, true)
-  t.equal((await store.getReservation('a'))!.state, 'committed')
-  t.match(await store.getReservation('old'), { state: 'pending', amount: 2 }, 'the held reservation of a reused id shadows the disk row')
-  t.equal((await store.getReservation('b')), undefined, 'a reservation released while pending never reached the disk')
-  t.equal((await store.getReservation('c'))!.state, 'committed')
-  t.equal((await store.balance('demo', '2026-11', 100)).used, 100, 'the failed commit is still pending in memory')
-  await store.releaseCredits('old')
-  t.equal((await store.balance('demo', '2026-11', 100)).used, 98, 'the held one is released first')
-  t.match(await store.getReservation('old'), { state: 'committed', amount: 3 }, 'the first reservation of the id is untouched')
-  await store.releaseCredits('old')
-  t.equal((await store.getReservation('old'))!.state, 'released', 'a release of an id not held refunds the disk row')
-  t.equal((await store.balance('demo', '2026-11', 100)).used, 95)
+  t.equal(before.status, 'fulfilled', 'the write queued before the failing one commits')
+  t.match(commitA, { status: 'rejected', reason: { message: /poisoned/ } }, 'the commits of one turn share their write, and its failure')
+  t.match(commitP, { status: 'rejected', reason: { message: /poisoned/ } })
+  t.equal(after.status, 'fulfilled', 'the write queued after the failing one commits')
+  t.ok(await items.get('before'))
+  t.ok(await items.get('after'))
+  t.equal((await store.getReservation('a'))!.state, 'pending', 'a commit that did not reach the disk is pending again')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 5, 'and still holds its credits in memory')
+  await store.releaseCredits('a')
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 0, 'so a release gives them back')
+
+  t.match(await Promise.allSettled([store.reserveCredits(reservation('a', { amount: 7 }))]), [{ status: 'rejected', reason: { code: 'reservation_exists' } }], 'an id held in memory is refused at once')
+  await store.closeCredits('a')
+  t.ok((await store.reserveCredits(reservation('a', { amount: 7 }))).ok, 'a closed id is free again')
+  await store.commitCredits('a')
+  const reopened = openSqliteStore({ dataDir, exclusive: false })
+  t.teardown(() => reopened.close())
+  t.equal((await reopened.balance('demo', '2026-11', 100)).used, 7, 'only what committed is on disk')
 })
 
 t.test('group commit: reads see the writes issued before them; close commits what is queued', async (t) => {
@@ -275,11 +275,13 @@ t.test('pending reservations die with the process; recoverPendingReservations re
   t.equal((await after.balance('demo', '2026-11', 100)).used, 10, 'only the committed charge stays')
   t.equal((await after.balance('other', '2026-10', 100)).used, 0)
   t.equal((await after.getReservation('p1'))!.state, 'released')
+  t.equal((await after.getReservation('live'))!.state, 'released', 'held in memory until closed')
+  await after.closeCredits('live')
   t.equal((await after.getReservation('live')), undefined)
   t.equal(await after.recoverPendingReservations(), 0, 'a second recovery finds nothing')
 })
 
-t.test('settled reservations are swept after the retention, pending ones and balances stay', async (t) => {
+t.test('closed reservations are forgotten; settled ones nobody closed are dropped after the retention', async (t) => {
   let now = 1_000_000
   const store = openStore(t, { clock: () => now, reservationRetentionMs: 60_000 })
   for (let i = 0; i < 300; i++) {
@@ -287,12 +289,43 @@ t.test('settled reservations are swept after the retention, pending ones and bal
     if (i % 3 === 0) await store.commitCredits(`r${i}`)
     if (i % 3 === 1) await store.releaseCredits(`r${i}`)
   }
-  t.equal(await store.sweepReservations(), 0, 'nothing is old enough yet')
+  await store.commitCredits('r3')
+  await store.closeCredits('r3')
+  t.equal((await store.getReservation('r3')), undefined, 'a closed reservation is forgotten at once')
+  await store.releaseCredits('r3')
+  t.equal((await store.balance('demo', '2026-11', 1000)).used, 200, 'and can no longer be refunded')
+  await store.closeCredits('r5')
+  t.equal((await store.getReservation('r5')), undefined)
+  t.equal((await store.balance('demo', '2026-11', 1000)).used, 199, 'closing a pending reservation releases it')
+
+  await store.sweepReservations()
+  t.equal((await store.getReservation('r0'))!.state, 'committed', 'nothing is old enough yet')
   now += 60_001
-  t.equal(await store.sweepReservations(), 100, 'the committed rows; those released while pending were never written')
-  t.equal((await store.getReservation('r0')), undefined)
-  t.equal((await store.getReservation('r2'))!.state, 'pending', 'pending reservations are never swept')
-  t.equal((await store.balance('demo', '2026-11', 1000)).used, 200, 'balances are unchanged by the sweep')
+  await store.sweepReservations()
+  t.equal((await store.getReservation('r0')), undefined, 'settled and not closed: dropped after the retention')
+  t.equal((await store.getReservation('r1')), undefined)
+  t.equal((await store.getReservation('r2'))!.state, 'pending', 'pending reservations are never dropped')
+  t.equal((await store.balance('demo', '2026-11', 1000)).used, 199, 'balances are unchanged by the sweep')
+})
+
+t.test('rows of older versions: committed ones are refunded and swept after the retention', async (t) => {
+  let now = 1_000_000
+  const dataDir = tempDir(t)
+  openSqliteStore({ dataDir }).close()
+  const legacy = new Database(path.join(dataDir, 'tollgate.db'))
+  legacy.exec(`INSERT INTO credit_reservations VALUES ('old1', 'demo', '2026-11', 'MIRROR', 3, 3, 'committed', 0),
+                                                   ('old2', 'demo', '2026-11', 'MIRROR', 4, 4, 'committed', 0)`)
+  legacy.close()
+  const store = openStore(t, { dataDir, clock: () => now, reservationRetentionMs: 60_000 })
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 7, 'their charges were added by the schema trigger')
+  t.ok((await store.reserveCredits(reservation('live', { amount: 1 }))).ok)
+  await store.releaseCredits('old1')
+  await store.refundPart('old2', 1)
+  t.equal((await store.balance('demo', '2026-11', 100)).used, 4, 'their refunds reach the balance in memory (3 committed + 1 pending)')
+  t.match(await store.getReservation('old2'), { state: 'committed', charged: 3 })
+  now += 60_001
+  t.equal(await store.sweepReservations(), 2, 'settled rows are deleted after the retention')
+  t.equal((await store.getReservation('old1')), undefined)
 })
 
 t.test('usage aggregates per project, apiType and UTC hour; day sums UTC days', async (t) => {
@@ -422,19 +455,11 @@ t.test('durability: every commit a killed process reported is on disk', async (t
 
   const store = openSqliteStore({ dataDir })
   t.teardown(() => store.close())
-  const states = new Map<string, string>()
-  // Each of the child's loops may have had one more id in flight (reserved or committed, not printed).
-  for (let i = 0; i < printed.length + workers + 1; i++) {
-    const found = await store.getReservation(`r-${i}`)
-    if (found !== undefined) states.set(found.id, found.state)
-  }
-  const lost = printed.filter((id) => states.get(id) !== 'committed')
-  t.same(lost, [], 'every printed id is committed')
-  await store.recoverPendingReservations()
-  const committed = [...states.values()].filter((s) => s === 'committed').length
+  t.equal(await store.recoverPendingReservations(), 0)
   const { used } = await store.balance('crash', '2026-11', 1e9)
-  t.ok(used >= printed.length, `ledger used ${used} >= printed ${printed.length}`)
-  t.equal(used, committed, 'ledger used equals the committed rows')
+  t.ok(used >= printed.length, `every printed commit is on disk: ledger ${used} >= printed ${printed.length}`)
+  // Each loop may have had one more commit on disk whose line it had not printed yet.
+  t.ok(used <= printed.length + workers, `and nothing else: ledger ${used} <= printed ${printed.length} + ${workers} loops`)
 })
 
 t.test('measurement (printed, not asserted): reserve + commit pairs, 1 and 50 in flight', async (t) => {
