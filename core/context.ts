@@ -4,6 +4,11 @@ import type { ApiKeyRecord, Project } from './projects.ts'
 import type { GatewayError } from './errors.ts'
 import type { RequestContext, ResponseState } from './plugin.ts'
 
+/** Told when the client goes away before its answer finished. */
+export interface ClientAbortListener {
+  clientAborted(): void
+}
+
 let sequence = 0
 const prefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`
 
@@ -35,7 +40,7 @@ export class Context implements RequestContext {
   error?: GatewayError
   aborted = false
   #abort?: AbortController
-  #abortListeners?: (() => void)[]
+  #abortListeners?: ClientAbortListener[]
   readonly startedAt = performance.now()
   upstreamMs?: number
   readonly state = new Map<string, unknown>()
@@ -70,18 +75,19 @@ export class Context implements RequestContext {
     return this.#abort.signal
   }
 
-  /** Cheap abort subscription for the core's own use; returns the unsubscribe function. */
-  onAbort(listener: () => void): () => void {
-    if (this.aborted) {
-      listener()
-      return () => {}
-    }
-    const listeners = (this.#abortListeners ??= [])
-    listeners.push(listener)
-    return () => {
-      const i = listeners.indexOf(listener)
-      if (i !== -1) listeners.splice(i, 1)
-    }
+  /**
+   * Cheap abort subscription for the core's own use (an object, not a closure: the forwarder
+   * subscribes on every request). Called at once when the client is already gone.
+   */
+  onAbort(listener: ClientAbortListener): void {
+    if (this.aborted) return listener.clientAborted()
+    ;(this.#abortListeners ??= []).push(listener)
+  }
+
+  offAbort(listener: ClientAbortListener): void {
+    const listeners = this.#abortListeners
+    const i = listeners === undefined ? -1 : listeners.indexOf(listener)
+    if (i !== -1) listeners!.splice(i, 1)
   }
 
   /** Marks the client as gone and tells everything waiting on it. */
@@ -89,7 +95,7 @@ export class Context implements RequestContext {
     if (this.aborted) return
     this.aborted = true
     this.#abort?.abort()
-    for (const listener of this.#abortListeners ?? []) listener()
+    for (const listener of this.#abortListeners ?? []) listener.clientAborted()
   }
 
   respond(status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -58,9 +58,10 @@ export function parseWrk(out: string): LoadResult {
 }
 
 /** One closed-loop wrk run: 1 thread on the load core, `connections` keep-alive connections. */
-export async function runWrk(url: string, seconds: number, connections: number): Promise<LoadResult> {
+export async function runWrk(url: string, seconds: number, connections: number, headers: Record<string, string> = {}): Promise<LoadResult> {
+  const headerArgs = Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`])
   // Started through the process registry, so SIGINT stops a running wrk by its PID too.
-  const proc = startPinned('wrk', LOAD_CORE, 'wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '--latency', url])
+  const proc = startPinned('wrk', LOAD_CORE, 'wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '--latency', ...headerArgs, url])
   const timer = setTimeout(() => void stopProcess(proc, 1000), (seconds + 30) * 1000)
   await proc.exited
   clearTimeout(timer)

@@ -17,6 +17,8 @@ const REQUEST_DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 't
 const RESPONSE_DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade'])
 
 const BODY_TOO_LARGE = Symbol('body-too-large')
+/** Body bytes held while the response plugins decide the head, before the upstream is paused. */
+const HOLD_BEFORE_PAUSE = 64 * 1024
 
 export interface ForwardOptions {
   trustProxy: boolean
@@ -110,8 +112,13 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   settled = false
   chunks: Buffer[] = []
   buffered = 0
+  /** The response plugins are still deciding the head: body chunks wait in `chunks`. */
+  headPending = false
+  /** The upstream was paused because too much body waited for the head. */
+  pausedForHead = false
+  /** The upstream body ended while the head was pending. */
+  endedBeforeHead = false
   controller: Dispatcher.DispatchController | undefined
-  unsubscribe: () => void = noop
   resolve: () => void = noop
   reject: (error: unknown) => void = noop
   readonly started = performance.now()
@@ -123,7 +130,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     readonly options: ForwardOptions,
   ) {}
 
-  abortOnClientClose = (): void => {
+  clientAborted(): void {
     this.controller?.abort(errors.upstreamUnavailable('client closed the connection'))
   }
 
@@ -131,7 +138,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     if (this.settled) return
     this.settled = true
     this.ctx.upstreamMs = performance.now() - this.started
-    this.unsubscribe()
+    this.ctx.offAbort(this)
     if (error === undefined) return this.resolve()
     if (this.headSent) {
       // Too late for an error answer: cut the connection so the client sees a truncated body.
@@ -157,17 +164,47 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
       this.headSent = true
       return
     }
-    controller.pause()
-    committing.then(
-      () => {
-        this.headSent = true
-        controller.resume()
-      },
-      (error) => controller.abort(error),
-    )
+    // The body is held rather than the upstream paused: a small answer usually arrives whole with
+    // its head, and pausing/resuming the parser for it costs more than keeping its bytes.
+    this.headPending = true
+    void this.sendAfterHead(committing, controller)
+  }
+
+  /** Sends what the body held once the head is decided; a refused head aborts the upstream. */
+  async sendAfterHead(committing: Promise<void>, controller: Dispatcher.DispatchController): Promise<void> {
+    try {
+      await committing
+    } catch (error) {
+      this.headPending = false
+      this.chunks = []
+      if (this.endedBeforeHead) return this.finish(error)
+      return controller.abort(error as Error)
+    }
+    // The upstream failed meanwhile (timeout, reset, client gone): the core answers that instead.
+    if (this.settled) return
+    this.headPending = false
+    this.headSent = true
+    const held = this.chunks
+    this.chunks = []
+    if (this.endedBeforeHead) {
+      this.res.end(held.length === 1 ? held[0] : Buffer.concat(held, this.buffered))
+      return this.finish()
+    }
+    for (const chunk of held) this.res.write(chunk)
+    this.buffered = 0
+    if (this.pausedForHead) controller.resume()
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.headPending) {
+      this.chunks.push(chunk)
+      this.buffered += chunk.length
+      if (this.buffered > HOLD_BEFORE_PAUSE && !this.pausedForHead) {
+        this.pausedForHead = true
+        controller.pause()
+      }
+      return
+    }
     const cap = this.options.bufferResponseUpTo
     if (cap > 0) {
       this.buffered += chunk.length
@@ -185,6 +222,10 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    if (this.headPending) {
+      this.endedBeforeHead = true
+      return
+    }
     if (this.options.bufferResponseUpTo > 0) {
       this.ctx.response!.body = Buffer.concat(this.chunks, this.buffered)
       return this.finish()
@@ -217,7 +258,7 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     handler.resolve = resolve
     handler.reject = reject
   })
-  handler.unsubscribe = ctx.onAbort(handler.abortOnClientClose)
+  ctx.onAbort(handler)
   try {
     upstream.pool.dispatch(dispatchOptions, handler)
   } catch (error) {

@@ -15,8 +15,21 @@ import {
 export type ValueCheck = (op: string, value: string) => boolean
 export type Checks = Record<string, ValueCheck>
 
+/** Builds a checks table once per limit check (see rules.ts: one per limit setting), not per request. */
+function memoByLimit(build: (limit: ValueCheck) => Checks): (limit: ValueCheck) => Checks {
+  const built = new WeakMap<ValueCheck, Checks>()
+  return (limit) => {
+    let checks = built.get(limit)
+    if (checks === undefined) {
+      checks = build(limit)
+      built.set(limit, checks)
+    }
+    return checks
+  }
+}
+
 /** Value checks of the common validator; every one also needs a known operator. */
-export function commonChecks(limit: ValueCheck): Checks {
+export const commonChecks = memoByLimit((limit) => {
   return {
     'account.balance': (_op, v) => isPositiveLong(v, true),
     'account.id': (_op, v) => isValidEntityId(v),
@@ -35,10 +48,10 @@ export function commonChecks(limit: ValueCheck): Checks {
     // On /transactions `type` is credit or debit; /tokens has its own checks below.
     type: (_op, v) => isOneOf(v, ['credit', 'debit']),
   }
-}
+})
 
 /** The /tokens handler's own value checks (also with a known operator). */
-export function tokenListChecks(limit: ValueCheck): Checks {
+export const tokenListChecks = memoByLimit((limit) => {
   return {
     'account.id': (_op, v) => isValidEntityId(v),
     limit,
@@ -48,7 +61,7 @@ export function tokenListChecks(limit: ValueCheck): Checks {
     'token.id': (_op, v) => isValidEntityId(v, 'num-alias'),
     type: (_op, v) => isOneOf(v, ['all', 'fungible_common', 'non_fungible_unique']),
   }
-}
+})
 
 export const TOKEN_INFO_CHECKS: Checks = {
   timestamp: (op, v) => ['eq', 'lt', 'lte'].includes(op) && isTimestamp(v),

@@ -161,10 +161,22 @@ export function checkMirrorRequest(
   query: URLSearchParams,
   options: MirrorValidationOptions = {},
 ): MirrorRejection | null {
-  const maxLimit = BigInt(options.maxLimit ?? 100)
-  const capped = options.limitAboveMax === 'cap'
-  const limit: ValueCheck = (_op, v) => isPositiveLong(v) && (capped || BigInt(v) <= maxLimit)
-  return ROUTE_CHECKS[route](pathIdOf(route, pathParams), query, limit)
+  return ROUTE_CHECKS[route](pathIdOf(route, pathParams), query, limitCheck(options))
+}
+
+// One check per limit setting (they come from config), so the checks tables built on it are reused.
+const limitChecks = new Map<string, ValueCheck>()
+
+function limitCheck(options: MirrorValidationOptions): ValueCheck {
+  const key = `${options.maxLimit ?? 100}\n${options.limitAboveMax === 'cap'}`
+  let check = limitChecks.get(key)
+  if (check === undefined) {
+    const maxLimit = BigInt(options.maxLimit ?? 100)
+    const capped = options.limitAboveMax === 'cap'
+    check = (_op, v) => isPositiveLong(v) && (capped || BigInt(v) <= maxLimit)
+    limitChecks.set(key, check)
+  }
+  return check
 }
 
 /**
