@@ -103,13 +103,23 @@ export class Context implements RequestContext {
     const isText = typeof body === 'string'
     const payload = isBuffer ? body : Buffer.from(isText ? body : JSON.stringify(body))
     const contentType = isBuffer ? 'application/octet-stream' : isText ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8'
-    this.response = { status, headers: { 'content-type': contentType, ...lowerKeys(headers) }, body: payload }
+    const own: Record<string, string> = { 'content-type': contentType }
+    for (const name in headers) own[name.toLowerCase()] = headers[name]
+    this.response = { status, headers: ownHeaders(own), body: payload }
     this.answered = true
   }
 }
 
-function lowerKeys(headers: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const name in headers) out[name.toLowerCase()] = headers[name]
-  return out
+/** Header objects made for one answer (by `respond`, error formats, the forwarder): the core may extend them in place. */
+const owned = new WeakSet<object>()
+
+/** Marks a header object as this answer's own and returns it. */
+export function ownHeaders<T extends object>(headers: T): T {
+  owned.add(headers)
+  return headers
+}
+
+/** Whether the core may write into this header object (else it belongs to someone else, e.g. a cache entry). */
+export function isOwnHeaders(headers: object): boolean {
+  return owned.has(headers)
 }

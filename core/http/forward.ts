@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { errors, GatewayError } from '../errors.ts'
-import type { Context } from '../context.ts'
+import { ownHeaders, type Context } from '../context.ts'
 import type { UpstreamHandle } from './upstreams.ts'
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus ones a proxy must set itself. */
@@ -157,7 +157,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     const ctx = this.ctx
     ctx.upstreamStatus = statusCode
-    ctx.response = { status: statusCode, headers: cleanResponseHeaders(headers) }
+    ctx.response = { status: statusCode, headers: ownHeaders(cleanResponseHeaders(headers)) }
     if (this.options.bufferResponseUpTo > 0) return
     const committing = this.options.commitHead(ctx, this.res)
     if (!committing) {

@@ -39,8 +39,7 @@ export function storedAnswer(response: ResponseState, key: string): StoredAnswer
   return { status: response.status, headers, body, storedAt: Date.now(), ageAtStore: upstreamAge(response.headers), size: size + body.length }
 }
 
-/** Headers to answer a stored copy with, `Age` included (seconds since the upstream made it). */
-export function replayHeaders(stored: StoredAnswer): Record<string, string> {
-  const age = stored.ageAtStore + Math.max(0, Math.floor((Date.now() - stored.storedAt) / 1000))
-  return { ...stored.headers, age: String(age) }
+/** The `Age` to answer a stored copy with: seconds since the upstream made it. */
+export function ageOf(stored: StoredAnswer): string {
+  return String(stored.ageAtStore + Math.max(0, Math.floor((Date.now() - stored.storedAt) / 1000)))
 }

@@ -31,7 +31,7 @@ import { GatewayError } from '../../core/errors.ts'
 import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
 import { normaliseQuery } from '../mirror-validate/rules.ts'
 import { sharedCounter } from '../_shared/metrics.ts'
-import { replayHeaders, storedAnswer, type StoredAnswer } from './entry.ts'
+import { ageOf, storedAnswer, type StoredAnswer } from './entry.ts'
 import { freshSeconds, isShareable } from './freshness.ts'
 import { acquireStore, type Flight, type FlightOutcome } from './store.ts'
 
@@ -150,7 +150,9 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
       ctx.responseHeaders['x-cache'] = 'HIT'
       ctx.logFields.cache = 'hit'
       if (!config.chargeHits) ctx.state.set(CREDITS_REFUND, Number.MAX_SAFE_INTEGER)
-      ctx.respond(answer.status, answer.body, replayHeaders(answer))
+      ctx.respond(answer.status, answer.body, answer.headers)
+      // respond() copied the stored headers: the copy is this answer's own.
+      ctx.response!.headers.age = ageOf(answer)
     }
 
     return {
