@@ -6,7 +6,7 @@
  *   npm run bench -- [--duration 10] [--connections 50] [--rounds 3] [--warmup 3]
  *                    [--only direct,nginx,bare-undici,fastify-proxy,tollgate-empty,tollgate-typical]
  *                    [--rate 2000] [--rate-duration 10] [--rate-connections 10] [--rate-rounds 2] [--no-rate]
- *                    [--proxy-node-flags "--max-semi-space-size=32"]
+ *                    [--proxy-node-flags "--max-semi-space-size=32"] [--separate-tollgates]
  *                    [--nice -10] [--profile] [--json FILE]
  *
  * Every process it starts is stopped by its PID at the end, on failure and on SIGINT.
@@ -37,6 +37,8 @@ const options = {
   profile: argFlag(argv, 'profile'),
   /** Extra node flags for the Node proxies under test only (never the load generators). */
   proxyNodeFlags: argValue(argv, 'proxy-node-flags')?.split(' ').filter(Boolean) ?? [],
+  /** Empty and typical chain in separate gateway processes (default: two routes of one gateway). */
+  separateTollgates: argFlag(argv, 'separate-tollgates'),
   json: argValue(argv, 'json'),
   only: argValue(argv, 'only')?.split(',').map((s) => s.trim()).filter(Boolean),
 }
@@ -104,7 +106,13 @@ async function main(): Promise<void> {
     const upstream = await startUpstream(dir)
     log(`upstream ${upstream.url} (pid ${upstream.proc.pid})`)
     if (options.profile) mkdirSync(profileDir)
-    const ctx = { upstreamUrl: upstream.url, upstream: upstream.proc, dir, nodeFlags: [...options.proxyNodeFlags, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])] }
+    const ctx = {
+      upstreamUrl: upstream.url,
+      upstream: upstream.proc,
+      dir,
+      nodeFlags: [...options.proxyNodeFlags, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
+      separateTollgates: options.separateTollgates,
+    }
     for (const name of wanted) {
       if (name === 'tollgate-typical') {
         const missing = missingTypicalPlugins()
@@ -178,15 +186,17 @@ async function main(): Promise<void> {
     if (options.json) writeFileSync(options.json, JSON.stringify({ options, machine: machine(), summaries, rateRuns, skipped }, null, 2))
   } finally {
     // Node proxies first, gracefully, so --cpu-prof can write their profiles; then everything else.
-    for (const target of targets.filter((t) => t.name !== 'direct' && t.name !== 'nginx')) await stopProcess(target.proc, 10_000)
+    for (const proc of new Set(targets.filter((t) => t.name !== 'direct' && t.name !== 'nginx').map((t) => t.proc))) await stopProcess(proc, 10_000)
     await stopAll()
     if (options.profile) {
       // Main threads only (thread id 0); tsx's loader thread writes a profile of its own.
       for (const file of readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile') && f.split('.')[4] === '0')) {
         const pid = Number(file.split('.')[3])
-        const owner = targets.find((t) => t.proc.pid === pid)?.name
-        console.log(`\n## Profile of ${owner ?? `pid ${pid}`}: ${join(profileDir, file)}\n`)
-        console.log(summariseProfile(join(profileDir, file), { requests: owner ? served.get(owner) : undefined }))
+        // One gateway may serve two targets (empty and typical chain): its profile covers both.
+        const owners = targets.filter((t) => t.proc.pid === pid).map((t) => t.name)
+        const requests = owners.length ? owners.reduce((sum, name) => sum + (served.get(name) ?? 0), 0) : undefined
+        console.log(`\n## Profile of ${owners.length ? owners.join(' + ') : `pid ${pid}`}: ${join(profileDir, file)}\n`)
+        console.log(summariseProfile(join(profileDir, file), { requests }))
       }
       log(`profiles kept in ${profileDir}`)
     } else rmSync(dir, { recursive: true, force: true })

@@ -45,6 +45,11 @@ export class Context implements RequestContext {
   upstreamMs?: number
   readonly state = new Map<string, unknown>()
   readonly logFields: Record<string, unknown> = {}
+  /**
+   * The header object made for this answer (by `respond` or the forwarder): the core may extend it in
+   * place. Any other (a cache entry's, say) belongs to someone else and is copied.
+   */
+  ownHeaders: object | undefined = undefined
   /** Set when a plugin answered early: later phases up to `response` are skipped. */
   answered = false
 
@@ -105,21 +110,8 @@ export class Context implements RequestContext {
     const contentType = isBuffer ? 'application/octet-stream' : isText ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8'
     const own: Record<string, string> = { 'content-type': contentType }
     for (const name in headers) own[name.toLowerCase()] = headers[name]
-    this.response = { status, headers: ownHeaders(own), body: payload }
+    this.response = { status, headers: own, body: payload }
+    this.ownHeaders = own
     this.answered = true
   }
-}
-
-/** Header objects made for one answer (by `respond`, error formats, the forwarder): the core may extend them in place. */
-const owned = new WeakSet<object>()
-
-/** Marks a header object as this answer's own and returns it. */
-export function ownHeaders<T extends object>(headers: T): T {
-  owned.add(headers)
-  return headers
-}
-
-/** Whether the core may write into this header object (else it belongs to someone else, e.g. a cache entry). */
-export function isOwnHeaders(headers: object): boolean {
-  return owned.has(headers)
 }

@@ -46,6 +46,8 @@ export interface StartContext {
   dir: string
   /** Extra node flags for the Node proxies (e.g. --cpu-prof); not for the upstream. */
   nodeFlags: string[]
+  /** Empty and typical chain in a gateway process each, instead of two routes of one. */
+  separateTollgates?: boolean
 }
 
 /** The API key of the typical-chain bench project; only its hash is written to the config. */
@@ -105,38 +107,8 @@ async function startNginx(ctx: StartContext): Promise<Target> {
   return { name: 'nginx', url, proc }
 }
 
-/** gateway.yaml for one bench route; `typical` adds auth + credit meter + rate limit. */
-export function tollgateConfig(options: { port: number; adminPort: number; upstreamUrl: string; typical: boolean }): string {
-  const common = `version: 1
-server:
-  listen: { host: 127.0.0.1, port: ${options.port} }
-admin:
-  listen: { host: 127.0.0.1, port: ${options.adminPort} }
-store:
-  dataDir: ./data
-log: { level: warn, access: false }
-watch: false
-upstreams:
-  bench: { url: "${options.upstreamUrl}", connections: 64 }
-`
-  if (!options.typical) {
-    return `${common}routes:
-  - name: bench
-    methods: [GET]
-    path: /bench
-    upstream: bench
-`
-  }
-  // A huge allocation and bucket: the bench measures the chain's overhead, not its refusals.
-  return `${common}projects:
-  - id: bench
-    plan: enterprise
-    scopes: [rpc]
-    credits: { allocation: 1000000000000, period: month }
-    keys:
-      - { label: bench, hash: "${hashCredential(BENCH_KEY)}" }
-routes:
-  - name: bench
+/** The bench project's typical chain: key-in-path auth, credit meter, rate limit (metrics are core). */
+const TYPICAL_ROUTE = `  - name: bench-typical
     methods: [GET]
     path: /bench/:apiKey
     rewrite: /bench
@@ -150,6 +122,39 @@ routes:
       - name: rate-limit
         config: { by: project, capacity: 1000000000, refillPerSecond: 1000000000 }
 `
+
+/**
+ * gateway.yaml for the bench: the empty-chain route `/bench` and/or the typical-chain route
+ * `/bench/:apiKey` (auth + credit meter + rate limit).
+ */
+export function tollgateConfig(options: { port: number; adminPort: number; upstreamUrl: string; empty: boolean; typical: boolean }): string {
+  const empty = `  - name: bench
+    methods: [GET]
+    path: /bench
+    upstream: bench
+`
+  // A huge allocation and bucket: the bench measures the chain's overhead, not its refusals.
+  const project = `projects:
+  - id: bench
+    plan: enterprise
+    scopes: [rpc]
+    credits: { allocation: 1000000000000, period: month }
+    keys:
+      - { label: bench, hash: "${hashCredential(BENCH_KEY)}" }
+`
+  return `version: 1
+server:
+  listen: { host: 127.0.0.1, port: ${options.port} }
+admin:
+  listen: { host: 127.0.0.1, port: ${options.adminPort} }
+store:
+  dataDir: ./data
+log: { level: warn, access: false }
+watch: false
+upstreams:
+  bench: { url: "${options.upstreamUrl}", connections: 64 }
+${options.typical ? project : ''}routes:
+${options.empty ? empty : ''}${options.typical ? TYPICAL_ROUTE : ''}`
 }
 
 /** Plugins the typical chain needs; missing ones mean the target is skipped. */
@@ -157,17 +162,46 @@ export function missingTypicalPlugins(): string[] {
   return ['key-in-path-auth', 'credit-meter', 'rate-limit'].filter((name) => !existsSync(join(ROOT, 'plugins', name, 'index.ts')))
 }
 
-async function startTollgate(name: TargetName, typical: boolean, ctx: StartContext): Promise<Target> {
-  const dir = mkdtempSync(join(ctx.dir, `${name}-`))
+interface TollgateProcess {
+  proc: Managed
+  base: string
+}
+
+/**
+ * One gateway serving both chains (default): the two targets differ only by their route, so their
+ * ratio is the chain's cost. Two processes on this VM measured the same chain ±30% apart from one run
+ * to the next (wake-up timing, JIT and heap layout of each process), which swamps a 10% effect;
+ * `separate: true` gives each chain its own process, as the first sessions measured.
+ */
+const shared = new WeakMap<StartContext, Promise<TollgateProcess>>()
+
+async function launchTollgate(label: string, ctx: StartContext, routes: { empty: boolean; typical: boolean }): Promise<TollgateProcess> {
+  const dir = mkdtempSync(join(ctx.dir, `${label}-`))
   const [port, adminPort] = [await freePort(), await freePort()]
   const configFile = join(dir, 'gateway.yaml')
-  writeFileSync(configFile, tollgateConfig({ port, adminPort, upstreamUrl: ctx.upstreamUrl, typical }))
+  writeFileSync(configFile, tollgateConfig({ port, adminPort, upstreamUrl: ctx.upstreamUrl, ...routes }))
   const args = [...ctx.nodeFlags, join(ROOT, 'bin/tollgate.js'), 'start', '-c', configFile]
-  const proc = startPinned(name, PROXY_CORE, NODE, args)
-  // log.level is warn, so there is no "tollgate started" line: poll the route itself.
-  const url = `http://127.0.0.1:${port}/bench${typical ? `/${BENCH_KEY}` : ''}`
-  await waitForHttp(url, proc, 200, 30_000)
-  return { name, url, proc }
+  const proc = startPinned(label, PROXY_CORE, NODE, args)
+  const base = `http://127.0.0.1:${port}`
+  // log.level is warn, so there is no "tollgate started" line: poll a route itself.
+  await waitForHttp(routes.empty ? `${base}/bench` : `${base}/bench/${BENCH_KEY}`, proc, 200, 30_000)
+  return { proc, base }
+}
+
+async function startTollgate(name: TargetName, typical: boolean, ctx: StartContext): Promise<Target> {
+  let gateway: TollgateProcess
+  if (ctx.separateTollgates) gateway = await launchTollgate(name, ctx, { empty: !typical, typical })
+  else {
+    let started = shared.get(ctx)
+    if (started === undefined) {
+      started = launchTollgate('tollgate', ctx, { empty: true, typical: missingTypicalPlugins().length === 0 })
+      shared.set(ctx, started)
+    }
+    gateway = await started
+  }
+  const url = typical ? `${gateway.base}/bench/${BENCH_KEY}` : `${gateway.base}/bench`
+  await waitForHttp(url, gateway.proc, 200, 30_000)
+  return { name, url, proc: gateway.proc }
 }
 
 export async function startTarget(name: TargetName, ctx: StartContext): Promise<Target> {

@@ -9,7 +9,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { errors, GatewayError } from '../errors.ts'
-import { ownHeaders, type Context } from '../context.ts'
+import type { Context } from '../context.ts'
+import { corkUntilTurnEnd } from './turn-flush.ts'
 import type { UpstreamHandle } from './upstreams.ts'
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus ones a proxy must set itself. */
@@ -157,7 +158,9 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     const ctx = this.ctx
     ctx.upstreamStatus = statusCode
-    ctx.response = { status: statusCode, headers: ownHeaders(cleanResponseHeaders(headers)) }
+    const own = cleanResponseHeaders(headers)
+    ctx.response = { status: statusCode, headers: own }
+    ctx.ownHeaders = own
     if (this.options.bufferResponseUpTo > 0) return
     const committing = this.options.commitHead(ctx, this.res)
     if (!committing) {
@@ -186,6 +189,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     this.headSent = true
     const held = this.chunks
     this.chunks = []
+    corkUntilTurnEnd(this.res)
     if (this.endedBeforeHead) {
       this.res.end(held.length === 1 ? held[0] : Buffer.concat(held, this.buffered))
       return this.finish()
@@ -215,6 +219,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
       this.chunks.push(chunk)
       return
     }
+    corkUntilTurnEnd(this.res)
     if (!this.res.write(chunk)) {
       controller.pause()
       this.res.once('drain', () => controller.resume())
@@ -230,6 +235,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
       this.ctx.response!.body = Buffer.concat(this.chunks, this.buffered)
       return this.finish()
     }
+    corkUntilTurnEnd(this.res)
     this.res.end()
     this.finish()
   }
