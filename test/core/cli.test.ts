@@ -1,10 +1,10 @@
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BIN } from '../helpers/gateway-process.ts'
 import { hashCredential } from '../../core/projects.ts'
+import { tempDir } from '../helpers/temp.ts'
 
 const ROOT = new URL('../../', import.meta.url).pathname
 const cli = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8' })
@@ -27,7 +27,7 @@ t.test('hash-key prints the stored form', async (t) => {
 t.test('check: exit 0 on the shipped gateway.yaml, exit 1 with every error otherwise', async (t) => {
   const ok = cli('check', '-c', join(ROOT, 'gateway.yaml'))
   t.equal(ok.status, 0, ok.stderr)
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-cli-'))
+  const dir = tempDir('tollgate-cli-')
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, 'version: 2\nroutes:\n  - name: a\n    path: nope\n    upstream: ghost\n')
   const bad = cli('check', '-c', file)

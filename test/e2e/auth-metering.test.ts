@@ -17,6 +17,7 @@ import { hashCredential } from '../../core/projects.ts'
 import { periodKey } from '../../core/store/periods.ts'
 import { BIN, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { closedPort, startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
+import { tempDir } from '../helpers/temp.ts'
 
 const run = promisify(execFile)
 const REFUND_HANDLER = fileURLToPath(new URL('../fixtures/partial-refund-handler.ts', import.meta.url))
@@ -414,7 +415,7 @@ t.test('auth, secrets, metering, refunds, rate limits, usage and metrics', async
 })
 
 t.test('key-in-path-auth refuses at load a route that would leak its key param', async (t) => {
-  const dir = (await import('node:fs')).mkdtempSync(join((await import('node:os')).tmpdir(), 'tollgate-kipa-'))
+  const dir = tempDir('tollgate-kipa-')
   const check = async (route: string) => {
     const file = join(dir, `gateway-${randomBytes(4).toString('hex')}.yaml`)
     writeFileSync(

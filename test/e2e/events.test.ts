@@ -3,11 +3,10 @@
  * isolation, duplicates, persistence across SIGKILL, metering and every kind of bad input.
  */
 import t from 'tap'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { hashCredential } from '../../core/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
+import { tempDir } from '../helpers/temp.ts'
 
 const alpha = { id: 'alpha', key: 'alpha-key-0123456789abcdef', secret: 'alpha-secret-0123456789' }
 const beta = { id: 'beta', key: 'beta-key-0123456789abcdef', secret: 'beta-secret-0123456789' }
@@ -66,7 +65,7 @@ interface Call {
 
 type Who = { key: string; secret?: string }
 
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-events-'))
+const dir = tempDir('tollgate-events-')
 let gateway: GatewayProcess
 /** Output of processes already stopped. */
 const earlierOutput: string[] = []

@@ -3,10 +3,10 @@
  * written to a temp dir, and reads its addresses from the startup log line.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, writeFileSync, renameSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { tempDir } from './temp.ts'
 
 export const BIN = fileURLToPath(new URL('../../bin/tollgate.js', import.meta.url))
 
@@ -30,7 +30,7 @@ export interface GatewayProcess {
 
 /** `{{DIR}}` in the config text is replaced by the temp dir. */
 export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string } = {}): Promise<GatewayProcess> {
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'tollgate-e2e-'))
+  const dir = options.dir ?? tempDir('tollgate-e2e-')
   const configFile = join(dir, 'gateway.yaml')
   const write = (text: string) => {
     writeFileSync(configFile + '.tmp', text.replaceAll('{{DIR}}', dir))

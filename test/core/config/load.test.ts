@@ -1,11 +1,11 @@
 import t from 'tap'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfig } from '../../../core/config/load.ts'
 import { formatIssue } from '../../../core/config/source.ts'
+import { tempDir } from '../../helpers/temp.ts'
 
-const dir = mkdtempSync(join(tmpdir(), 'tollgate-config-'))
+const dir = tempDir('tollgate-config-')
 let n = 0
 async function load(text: string, env: NodeJS.ProcessEnv = {}) {
   const file = join(dir, `gateway-${++n}.yaml`)

@@ -4,9 +4,6 @@
  * (refund policy, batch item count, usage query parameters).
  */
 import t from 'tap'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Project } from '../../../core/projects.ts'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
 import { GatewayError } from '../../../core/errors.ts'
@@ -14,6 +11,7 @@ import { CreditLedger } from '../../../plugins/credit-meter/ledger.ts'
 import { isCharged, type RefundPolicy } from '../../../plugins/credit-meter/refund-policy.ts'
 import { countItems } from '../../../plugins/credit-meter/items.ts'
 import { parseUsageQuery } from '../../../plugins/credit-meter/usage-route.ts'
+import { tempDir } from '../../helpers/temp.ts'
 
 function project(allocation: number, period: Project['credits']['period']): Project {
   return {
@@ -29,7 +27,7 @@ function project(allocation: number, period: Project['credits']['period']): Proj
 }
 
 function openStore(t: Tap) {
-  const store = openSqliteStore({ dataDir: mkdtempSync(join(tmpdir(), 'tollgate-meter-')), usageFlushMs: 0 })
+  const store = openSqliteStore({ dataDir: tempDir('tollgate-meter-'), usageFlushMs: 0 })
   t.teardown(() => store.close())
   return store
 }
