@@ -95,49 +95,56 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
     state.settledFor = { response: ctx.response, status: ctx.response?.status }
   }
 
+  const usageFailed = (error: unknown) => init.log.error({ err: error }, 'could not record usage')
+
+  /** Metrics and usage of a finished request (synchronous: the store buffers usage). */
+  const book = (ctx: RequestContext, state: MeterState | undefined) => {
+    if (!ctx.project) return
+    const credits = CreditLedger.charged(state?.metered)
+    if (credits > 0) consumedOf(ctx.project.id).inc(credits)
+    // 499: the client went away before any answer.
+    const failed = ctx.error !== undefined || (ctx.response?.status ?? 499) >= 400
+    init.store
+      .recordUsage({ projectId: ctx.project.id, apiType, at: Date.now(), requests: 1, credits, errors: failed ? 1 : 0 })
+      .catch(usageFailed)
+  }
+
+  /** The unusual ends: a reservation still pending, or an answer replaced after the meter settled. */
+  const reconcile = async (ctx: RequestContext, state: MeterState) => {
+    try {
+      // Pending: the client went away before its answer was decided. Replaced: a plugin after
+      // the meter turned the answer into another one, which the ledger must follow.
+      if (state.metered.state === 'pending') await ledger.release(state.metered)
+      else await settle(state, ctx)
+    } catch (error) {
+      init.log.error({ err: error, reqId: ctx.id }, 'could not settle a credit reservation; it is released at the next start if still pending')
+    }
+    ledger.close(state.metered)
+    book(ctx, state)
+  }
+
+  // The steps return the store's promise rather than wrap it in async functions of their own: they
+  // run on every request, and each wrapper is a promise and a microtask more.
   return {
-    async request(ctx: RequestContext) {
+    request(ctx: RequestContext) {
       ctx.apiType = apiType
-      if (!config.perItem) await reserve(ctx)
+      if (!config.perItem) return reserve(ctx)
     },
-    async body(ctx: RequestContext) {
-      if (config.perItem) await reserve(ctx)
+    body(ctx: RequestContext) {
+      if (config.perItem) return reserve(ctx)
     },
-    async response(ctx: RequestContext) {
+    response(ctx: RequestContext) {
       const state = ctx.state.get(STATE) as MeterState | undefined
-      if (state) await settle(state, ctx)
+      if (state) return settle(state, ctx)
     },
-    async done(ctx: RequestContext) {
+    done(ctx: RequestContext) {
       const state = ctx.state.get(STATE) as MeterState | undefined
       if (state) {
-        try {
-          const replaced = state.settledFor && (state.settledFor.response !== ctx.response || state.settledFor.status !== ctx.response?.status)
-          // Pending: the client went away before its answer was decided. Replaced: a plugin after
-          // the meter turned the answer into another one, which the ledger must follow.
-          if (state.metered.state === 'pending') await ledger.release(state.metered)
-          else if (replaced) await settle(state, ctx)
-        } catch (error) {
-          init.log.error({ err: error, reqId: ctx.id }, 'could not settle a credit reservation; it is released at the next start if still pending')
-        }
+        const replaced = state.settledFor && (state.settledFor.response !== ctx.response || state.settledFor.status !== ctx.response?.status)
+        if (state.metered.state === 'pending' || replaced) return reconcile(ctx, state)
         ledger.close(state.metered)
       }
-      if (!ctx.project) return
-      const credits = CreditLedger.charged(state?.metered)
-      if (credits > 0) consumedOf(ctx.project.id).inc(credits)
-      // 499: the client went away before any answer.
-      const failed = ctx.error !== undefined || (ctx.response?.status ?? 499) >= 400
-      try {
-        await init.store.recordUsage({
-          projectId: ctx.project.id,
-          apiType,
-          at: Date.now(),
-          requests: 1,
-          credits,
-          errors: failed ? 1 : 0,
-        })
-      } catch (error) {
-        init.log.error({ err: error, reqId: ctx.id }, 'could not record usage')
-      }
+      book(ctx, state)
     },
   }
 }
