@@ -189,7 +189,8 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     this.headSent = true
     const held = this.chunks
     this.chunks = []
-    corkUntilTurnEnd(this.res)
+    // No cork here: this runs once the head's promise settled, which for the meter is the check
+    // phase already, after the turn's group commit; a cork would hold the answer one turn more.
     if (this.endedBeforeHead) {
       this.res.end(held.length === 1 ? held[0] : Buffer.concat(held, this.buffered))
       return this.finish()

@@ -1,15 +1,15 @@
 /**
- * Write batching per event-loop turn. A response written from inside its read callback goes out at
- * once, and on loopback (or a busy VM) a write that wakes a sleeping peer costs about twice one made
- * while the peer is awake. Corking every answer written during a turn and uncorking them all when
- * the turn's I/O has been handled (check phase) sends each answer with one write, all of them back to
- * back: the delay is the rest of the current turn, never a timer.
+ * Write batching per event-loop turn for streamed answers. A chunk written from inside the upstream's
+ * read callback goes out at once, and on loopback (or a busy VM) a write that wakes a sleeping peer
+ * costs about twice one made while the peer is awake. Corking every streamed answer written during a
+ * turn and uncorking them all when the turn's I/O has been handled (check phase) sends them back to
+ * back; the delay is the rest of the current turn, never a timer. Answers that are whole in memory
+ * are ended at the turn's end instead (pipeline.ts), which measured better than corking them.
  *
  * @example
  * ```ts
  * corkUntilTurnEnd(res)
- * res.writeHead(200, headers)
- * res.end(body) // goes out when the turn's I/O is handled
+ * res.write(chunk) // goes out when the turn's I/O is handled
  * ```
  */
 import type { ServerResponse } from 'node:http'
