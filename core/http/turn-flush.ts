@@ -13,28 +13,31 @@
  * ```
  */
 import type { ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 
 const CORKED = Symbol('corked-until-turn-end')
 
-type Corkable = ServerResponse & { [CORKED]?: boolean }
+type Corkable = Socket & { [CORKED]?: boolean }
 
 let corked: Corkable[] = []
 
-/** Holds what `res` writes during this turn; a no-op when it already does. */
+/** Holds what `res` writes during this turn; a no-op when its socket already does (or it has none). */
 export function corkUntilTurnEnd(res: ServerResponse): void {
-  const response = res as Corkable
-  if (response[CORKED]) return
+  // The socket itself, not the response: a finished response lets go of its socket, and an uncork
+  // through it would then be lost, leaving the keep-alive connection corked.
+  const socket = res.socket as Corkable | null
+  if (socket === null || socket[CORKED] || socket.destroyed) return
   if (corked.length === 0) setImmediate(uncorkAll)
-  response[CORKED] = true
-  response.cork()
-  corked.push(response)
+  socket[CORKED] = true
+  socket.cork()
+  corked.push(socket)
 }
 
 function uncorkAll(): void {
   const batch = corked
   corked = []
-  for (const res of batch) {
-    res[CORKED] = false
-    res.uncork()
+  for (const socket of batch) {
+    socket[CORKED] = false
+    socket.uncork()
   }
 }
