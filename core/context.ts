@@ -43,6 +43,8 @@ export class Context implements RequestContext {
   #abortListeners?: ClientAbortListener[]
   readonly startedAt = performance.now()
   upstreamMs?: number
+  /** Body bytes of a streamed upstream answer written to the client so far (for the access line). */
+  streamedBytes = 0
   readonly state = new Map<string, unknown>()
   readonly logFields: Record<string, unknown> = {}
   /**

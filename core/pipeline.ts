@@ -86,6 +86,9 @@ class Exchange {
 
   async run(): Promise<void> {
     const { deps, table, req, res, ctx } = this
+    // Every answer carries its request id, refusals before any route matched included.
+    ctx.responseHeaders['x-request-id'] = ctx.id
+    ctx.upstreamHeaders['x-request-id'] = ctx.id
     try {
       if (deps.draining()) {
         res.setHeader('connection', 'close')
@@ -99,8 +102,6 @@ class Exchange {
       ctx.apiType = route.config.apiType
       ctx.upstream = route.config.upstream
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
-      ctx.responseHeaders['x-request-id'] = ctx.id
-      ctx.upstreamHeaders['x-request-id'] = ctx.id
       if (route.request.length) await runSteps(route.request, ctx)
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
       if (!route.rewrite && ctx.secretParams.size && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
@@ -273,6 +274,15 @@ function flushEnds(): void {
   for (const { res, body } of queue) if (!res.destroyed) res.end(body)
 }
 
+/** Body bytes of the answer: headers given to writeHead as an object are not visible to getHeader. */
+function bytesOut(ctx: Context, res: ServerResponse): number | undefined {
+  const response = ctx.response
+  if (response?.body) return response.body.length
+  if (ctx.streamedBytes > 0) return ctx.streamedBytes
+  const declared = response?.headers['content-length'] ?? res.getHeader('content-length')
+  return Number(Array.isArray(declared) ? declared[0] : (declared ?? 0)) || undefined
+}
+
 function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Context, req: IncomingMessage, res: ServerResponse): void {
   const status = ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
   const seconds = (performance.now() - ctx.startedAt) / 1000
@@ -293,7 +303,7 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
     ms: Math.round(seconds * 1e6) / 1e3,
     upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 1e3) / 1e3,
     bytesIn: Number(req.headers['content-length'] ?? ctx.body?.raw.length ?? 0),
-    bytesOut: Number(res.getHeader('content-length') ?? 0) || undefined,
+    bytesOut: bytesOut(ctx, res),
     error: ctx.error?.code,
     aborted: ctx.aborted || undefined,
     ...ctx.logFields,

@@ -192,10 +192,12 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     // No cork here: this runs once the head's promise settled, which for the meter is the check
     // phase already, after the turn's group commit; a cork would hold the answer one turn more.
     if (this.endedBeforeHead) {
+      this.ctx.streamedBytes += this.buffered
       this.res.end(held.length === 1 ? held[0] : Buffer.concat(held, this.buffered))
       return this.finish()
     }
     for (const chunk of held) this.res.write(chunk)
+    this.ctx.streamedBytes += this.buffered
     this.buffered = 0
     if (this.pausedForHead) controller.resume()
   }
@@ -220,6 +222,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
       this.chunks.push(chunk)
       return
     }
+    this.ctx.streamedBytes += chunk.length
     corkUntilTurnEnd(this.res)
     if (!this.res.write(chunk)) {
       controller.pause()

@@ -267,9 +267,15 @@ t.test('metrics text passes promtool and has bounded labels only', async (t) => 
 })
 
 t.test('logs carry one access line per request and never a credential', async (t) => {
-  await rawRequest(gw.url, '/echo/logcheck', { headers: { 'x-api-key': 'KEY-LOG-999' } })
-  await gw.waitFor(/"route":"echo".*"path":"\/echo\/logcheck"/)
+  const res = await rawRequest(gw.url, '/echo/logcheck', { headers: { 'x-api-key': 'KEY-LOG-999' } })
+  const line = JSON.parse(await gw.waitFor(/"route":"echo".*"path":"\/echo\/logcheck"/))
   t.notOk(gw.output.some((line) => line.includes('KEY-LOG-999')))
+  t.equal(line.status, 200)
+  t.equal(line.bytesOut, Buffer.byteLength(res.body), 'the access line counts the bytes of the answer')
+  const missing = await rawRequest(gw.url, '/nowhere')
+  const refused = JSON.parse(await gw.waitFor(new RegExp(`"reqId":"${missing.headers['x-request-id']}"`)))
+  t.equal(refused.status, 404)
+  t.equal(refused.bytesOut, Buffer.byteLength(missing.body), 'also for answers the gateway made itself')
 })
 
 t.test('reload under load: zero failed requests, bad config keeps the old table', async (t) => {
