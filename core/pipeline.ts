@@ -15,6 +15,7 @@ import { errors, GatewayError, toGatewayError } from './errors.ts'
 import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody } from './http/body.ts'
 import { forward } from './http/forward.ts'
+import { endAtTurnEnd } from './http/turn-flush.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
@@ -250,28 +251,7 @@ async function answer(deps: PipelineDeps, table: Table, route: CompiledRoute | u
   }
   if (res.headersSent || ctx.aborted || !ctx.response) return
   writeHead(ctx, res)
-  sendAtTurnEnd(res, ctx.response.body)
-}
-
-/**
- * Answers that are ready in memory are ended together once the event loop has handled the I/O of this
- * turn, rather than each from inside its request's read callback: a write that wakes a sleeping client
- * costs about twice one made while it is awake (2-core VM, loopback), and ending a turn's answers back
- * to back wakes each client once. Measured with bench/mirror-bench.ts on unmetered cache hits: about
- * 14,000 req/s ended at once or corked (turn-flush.ts), 22,000–30,000 ended at the turn's end. The
- * delay is the rest of the current turn, never a timer.
- */
-let endQueue: { res: ServerResponse; body: Buffer | undefined }[] = []
-
-function sendAtTurnEnd(res: ServerResponse, body: Buffer | undefined): void {
-  if (endQueue.length === 0) setImmediate(flushEnds)
-  endQueue.push({ res, body })
-}
-
-function flushEnds(): void {
-  const queue = endQueue
-  endQueue = []
-  for (const { res, body } of queue) if (!res.destroyed) res.end(body)
+  endAtTurnEnd(res, ctx.response.body)
 }
 
 /** Body bytes of the answer: headers given to writeHead as an object are not visible to getHeader. */

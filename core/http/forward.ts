@@ -189,15 +189,14 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     this.headSent = true
     const held = this.chunks
     this.chunks = []
+    this.ctx.streamedBytes += this.buffered
     // No cork here: this runs once the head's promise settled, which for the meter is the check
     // phase already, after the turn's group commit; a cork would hold the answer one turn more.
     if (this.endedBeforeHead) {
-      this.ctx.streamedBytes += this.buffered
       this.res.end(held.length === 1 ? held[0] : Buffer.concat(held, this.buffered))
       return this.finish()
     }
     for (const chunk of held) this.res.write(chunk)
-    this.ctx.streamedBytes += this.buffered
     this.buffered = 0
     if (this.pausedForHead) controller.resume()
   }

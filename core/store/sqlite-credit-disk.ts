@@ -84,7 +84,6 @@ export class CreditDisk {
   private readonly addUsedStmt: Database.Statement
   private readonly usedStmt: Database.Statement
   private readonly getStmt: Database.Statement
-  private readonly unchargeStmt: Database.Statement
   private readonly releaseStmt: Database.Statement
   private readonly reduceStmt: Database.Statement
   readonly recoverTx: () => ReleasedGroup[]
@@ -97,7 +96,6 @@ export class CreditDisk {
       ON CONFLICT (project_id, period) DO UPDATE SET used = max(0, used + ?)`)
     this.usedStmt = db.prepare('SELECT used FROM credit_balances WHERE project_id = ? AND period = ?').pluck()
     this.getStmt = db.prepare('SELECT * FROM credit_reservations WHERE id = ?')
-    this.unchargeStmt = db.prepare('UPDATE credit_balances SET used = max(0, used - @amount) WHERE project_id = @projectId AND period = @period')
     this.releaseStmt = db.prepare(`UPDATE credit_reservations SET state = 'released', charged = 0 WHERE id = ?`)
     this.reduceStmt = db.prepare('UPDATE credit_reservations SET charged = charged - @amount WHERE id = @id')
     const pendingSumsStmt = db.prepare(`
@@ -113,7 +111,7 @@ export class CreditDisk {
 
     this.recoverTx = db.transaction(() => {
       const groups = pendingSumsStmt.all() as ReleasedGroup[]
-      for (const group of groups) this.unchargeStmt.run(group)
+      for (const group of groups) this.addUsed(group.projectId, group.period, -group.amount)
       releasePendingStmt.run()
       return groups
     })
@@ -135,7 +133,7 @@ export class CreditDisk {
   releaseStep(id: string): void {
     const row = this.getStmt.get(id) as ReservationRow | undefined
     if (row === undefined || row.state === 'released') return
-    this.unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: row.charged })
+    this.addUsed(row.project_id, row.period, -row.charged)
     this.releaseStmt.run(id)
   }
 
@@ -145,7 +143,7 @@ export class CreditDisk {
     if (row === undefined || row.state === 'released') return
     const refund = Math.min(amount, row.charged)
     if (refund <= 0) return
-    this.unchargeStmt.run({ projectId: row.project_id, period: row.period, amount: refund })
+    this.addUsed(row.project_id, row.period, -refund)
     this.reduceStmt.run({ id, amount: refund })
   }
 

@@ -210,11 +210,6 @@ export class SqliteCreditLedger {
     return this.disk.get(id)
   }
 
-  /** Reservations held in memory (pending, or settled and not yet closed). */
-  heldCount(): number {
-    return this.held.size
-  }
-
   /**
    * Drops settled reservations created before `cutoff` that nobody closed; deletes settled rows of
    * older versions created before `cutoff`, examining at most `maxRows` rows from where the previous

@@ -171,35 +171,19 @@ export class SqliteStore implements Store {
   // The settling operations hand out the ledger's own promise: wrapped in an async function, each
   // would cost two more microtask turns per request (promise adoption).
   commitCredits(reservationId: string): Promise<void> {
-    try {
-      return this.credits.commit(reservationId)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    return rejectOnThrow(() => this.credits.commit(reservationId))
   }
 
   releaseCredits(reservationId: string): Promise<void> {
-    try {
-      return this.credits.release(reservationId)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    return rejectOnThrow(() => this.credits.release(reservationId))
   }
 
   refundPart(reservationId: string, amount: number): Promise<void> {
-    try {
-      return this.credits.refundPart(reservationId, amount)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    return rejectOnThrow(() => this.credits.refundPart(reservationId, amount))
   }
 
   closeCredits(reservationId: string): Promise<void> {
-    try {
-      return this.credits.close(reservationId)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    return rejectOnThrow(() => this.credits.close(reservationId))
   }
 
   async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
@@ -285,5 +269,14 @@ export class SqliteStore implements Store {
   /** One bounded step of the sweep (rows of older versions; this one writes none). */
   private sweepTick(): void {
     this.credits.sweep(this.clock() - this.retentionMs, SWEEP_MIN_ROWS)
+  }
+}
+
+/** The promise `run` returns, or a rejected one when it throws before returning it. */
+function rejectOnThrow<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return run()
+  } catch (error) {
+    return Promise.reject(error)
   }
 }
