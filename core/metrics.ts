@@ -3,29 +3,31 @@
  * Labels are bounded: route name and API type come from config, status is a class (2xx...).
  * Never a key, never a raw path.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series-metrics.ts'
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
 export class CoreMetrics {
   readonly registry = new Registry()
-  readonly requests = new Counter({
+  // The three metrics of every request are series of plain numbers (see series-metrics.ts).
+  readonly requests = new SeriesCounter({
     name: 'tollgate_http_requests_total',
     help: 'Requests answered, by route, API type and status class.',
-    labelNames: ['route', 'api_type', 'status_class'] as const,
+    labelNames: ['route', 'api_type', 'status_class'],
     registers: [this.registry],
   })
-  readonly duration = new Histogram({
+  readonly duration = new SeriesHistogram({
     name: 'tollgate_http_request_duration_seconds',
     help: 'Time from request start to the end of the answer, by route.',
-    labelNames: ['route'] as const,
+    labelNames: ['route'],
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   })
-  readonly upstreamDuration = new Histogram({
+  readonly upstreamDuration = new SeriesHistogram({
     name: 'tollgate_upstream_duration_seconds',
     help: 'Time spent waiting on the upstream, by route.',
-    labelNames: ['route'] as const,
+    labelNames: ['route'],
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   })
@@ -73,32 +75,31 @@ export class CoreMetrics {
   }
 }
 
-type CounterChild = ReturnType<Counter<'route' | 'api_type' | 'status_class'>['labels']>
-type HistogramChild = ReturnType<Histogram<'route'>['labels']>
-
-/** Label children of one route, cached so the hot path never builds label objects. */
+/** The series of one route, made once per table build so the hot path never looks up labels. */
 export class RouteMetrics {
   readonly #metrics: CoreMetrics
   readonly #route: string
-  readonly #counters = new Map<string, CounterChild>()
-  readonly duration: HistogramChild
-  readonly upstreamDuration: HistogramChild
+  readonly #counters = new Map<string, CounterSeries>()
+  readonly duration: HistogramSeries
+  readonly upstreamDuration: HistogramSeries
 
   constructor(metrics: CoreMetrics, route: string) {
     this.#metrics = metrics
     this.#route = route
-    this.duration = metrics.duration.labels(route)
-    this.upstreamDuration = metrics.upstreamDuration.labels(route)
+    this.duration = metrics.duration.series([route])
+    this.upstreamDuration = metrics.upstreamDuration.series([route])
   }
 
   count(apiType: string | undefined, status: number): void {
-    const statusClass = `${Math.floor(status / 100)}xx`
-    const key = `${apiType ?? ''}|${statusClass}`
-    let child = this.#counters.get(key)
-    if (!child) {
-      child = this.#metrics.requests.labels(this.#route, apiType ?? 'none', statusClass)
-      this.#counters.set(key, child)
+    const statusClass = STATUS_CLASSES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`
+    const key = apiType === undefined ? statusClass : `${apiType}|${statusClass}`
+    let series = this.#counters.get(key)
+    if (!series) {
+      series = this.#metrics.requests.series([this.#route, apiType ?? 'none', statusClass])
+      this.#counters.set(key, series)
     }
-    child.inc()
+    series.inc()
   }
 }
+
+const STATUS_CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx']

@@ -53,7 +53,7 @@ function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): s
     else {
       const name = part.slice(1)
       const value = ctx.params[name] ?? ''
-      if (ctx.secretParams.has(name)) out += replacement ? '/' + replacement : ''
+      if (ctx.hasSecretParams && ctx.secretParams.has(name)) out += replacement ? '/' + replacement : ''
       else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
     }
   }
@@ -105,7 +105,7 @@ class Exchange {
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
       if (route.request.length) await runSteps(route.request, ctx)
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
-      if (!route.rewrite && ctx.secretParams.size && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
+      if (!route.rewrite && ctx.hasSecretParams && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
       if (!ctx.answered && route.bodyNeed) {
         await readRequestBody(route, ctx, req)
         await runSteps(route.body, ctx)
@@ -286,6 +286,6 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
     bytesOut: bytesOut(ctx, res),
     error: ctx.error?.code,
     aborted: ctx.aborted || undefined,
-    ...ctx.logFields,
+    ...ctx.addedLogFields,
   })
 }

@@ -30,8 +30,15 @@ export interface ForwardOptions {
   commitHead(ctx: Context, res: ServerResponse): void | Promise<void>
 }
 
-function connectionTokens(value: string | string[] | undefined): string[] {
-  if (!value) return []
+const NO_TOKENS: readonly string[] = []
+const KEEP_ALIVE: readonly string[] = ['keep-alive']
+const CLOSE: readonly string[] = ['close']
+
+/** Header names a `Connection` header lists (RFC 9110 §7.6.1); the two common values are not parsed. */
+function connectionTokens(value: string | string[] | undefined): readonly string[] {
+  if (!value) return NO_TOKENS
+  if (value === 'keep-alive' || value === 'Keep-Alive') return KEEP_ALIVE
+  if (value === 'close' || value === 'Close') return CLOSE
   return (Array.isArray(value) ? value.join(',') : value).split(',').map((t) => t.trim().toLowerCase()).filter(Boolean)
 }
 
@@ -39,7 +46,7 @@ export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, trust
   const headers: Record<string, string | string[]> = {}
   const named = connectionTokens(req.headers.connection)
   for (const name in req.headers) {
-    if (REQUEST_DROP.has(name) || ctx.secretHeaders.has(name) || named.includes(name)) continue
+    if (REQUEST_DROP.has(name) || ctx.isSecretHeader(name) || named.includes(name)) continue
     const value = req.headers[name]
     if (value !== undefined) headers[name] = value
   }
