@@ -5,7 +5,7 @@
  * Usage:
  *   npm run bench -- [--duration 10] [--connections 50] [--rounds 3] [--warmup 3]
  *                    [--only direct,nginx,bare-undici,fastify-proxy,tollgate-empty,tollgate-typical]
- *                    [--rate 2000] [--rate-duration 10] [--rate-connections 10] [--rate-rounds 2] [--no-rate]
+ *                    [--rate 2000] [--rate-duration 6] [--rate-connections 10] [--rate-rounds 4] [--no-rate]
  *                    [--proxy-node-flags "--max-semi-space-size=32"] [--separate-tollgates]
  *                    [--nice -10] [--profile] [--json FILE]
  *
@@ -16,8 +16,8 @@ import { join } from 'node:path'
 import { argFlag, argValue } from './lib/args.ts'
 import { coreBusy, coreTimes, cpuMicros, killAllSync, pinSelf, setNiceness, stopAll, stopProcess } from './lib/processes.ts'
 import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.ts'
-import { runPaced } from './lib/paced.ts'
-import { fixedRateTable, ratioTable, summarise, throughputTable, type RateRun, type Round, type Summary } from './lib/report.ts'
+import { runFixedRate, type PairedRun } from './lib/fixed-rate.ts'
+import { fixedRateTable, ratioTable, summarise, throughputTable, type Round, type Summary } from './lib/report.ts'
 import { LABELS, LOAD_CORE, missingTypicalPlugins, PROXY_CORE, scratchDir, startTarget, startUpstream, TARGET_NAMES, type Target, type TargetName } from './lib/targets.ts'
 import { summariseProfile } from './profile-summary.ts'
 
@@ -29,9 +29,9 @@ const options = {
   rounds: num('rounds', 3),
   warmup: num('warmup', 3),
   rate: num('rate', 2000),
-  rateDuration: num('rate-duration', 10),
+  rateDuration: num('rate-duration', 6),
   rateConnections: num('rate-connections', 10),
-  rateRounds: num('rate-rounds', 2),
+  rateRounds: num('rate-rounds', 4),
   nice: Number(argValue(argv, 'nice') ?? 0),
   noRate: argFlag(argv, 'no-rate'),
   profile: argFlag(argv, 'profile'),
@@ -51,6 +51,9 @@ for (const [name, max] of Object.entries(LIMITS)) {
 const unknown = options.only?.filter((name) => !(TARGET_NAMES as readonly string[]).includes(name))
 if (!Number.isInteger(options.nice) || options.nice < -20 || options.nice > 0) throw new Error(`--nice must be an integer in [-20, 0], got ${options.nice}`)
 if (unknown?.length) throw new Error(`--only: unknown target(s) ${unknown.join(', ')}; known: ${TARGET_NAMES.join(', ')}`)
+
+/** The proxies the fixed-rate phase pairs with `direct`, when they run. */
+const RATE_PROXIES: readonly TargetName[] = ['nginx', 'bare-undici', 'tollgate-empty']
 
 const wrk = wrkVersion()
 const log = (line: string) => console.error(`[bench] ${line}`)
@@ -151,23 +154,14 @@ async function main(): Promise<void> {
     }
     const summaries: Summary[] = targets.map((t) => summarise(t.name, rounds.get(t.name)!))
 
-    const rateRuns: RateRun[] = []
-    if (!options.noRate) {
-      // bare-undici too: it tells how much of a gap is any Node hop and how much is tollgate's.
-      const rateTargets = targets.filter((t) => t.name === 'direct' || t.name === 'bare-undici' || t.name === 'tollgate-empty')
-      for (const generator of ['autocannon', 'paced'] as const) for (const t of rateTargets) rateRuns.push({ name: t.name, generator, loads: [] })
-      for (let r = 0; r < options.rateRounds; r++) {
-        for (const run of rateRuns) {
-          const target = rateTargets.find((t) => t.name === run.name)!
-          const result = run.generator === 'autocannon'
-            ? await runAutocannon(target.url, options.rateDuration, options.rateConnections, options.rate)
-            : await runPaced(target.url, options.rateDuration, options.rate, options.rateConnections)
-          run.loads.push(result)
-          served.set(target.name, (served.get(target.name) ?? 0) + result.requests)
-          log(`fixed rate ${options.rate} req/s (${run.generator}), round ${r + 1}/${options.rateRounds} ${target.name}: p50 ${result.p50Ms.toFixed(3)} ms, p99 ${result.p99Ms.toFixed(3)} ms, ${result.rps.toFixed(0)} req/s, failed ${result.failures}`)
-        }
-      }
-    }
+    let rateRuns: PairedRun[] = []
+    const direct = targets.find((t) => t.name === 'direct')
+    if (!options.noRate && direct) {
+      // nginx: what any proxy hop costs on this machine; bare undici: what any Node hop costs.
+      const proxies = targets.filter((t) => RATE_PROXIES.includes(t.name))
+      rateRuns = await runFixedRate(direct, proxies, { rate: options.rate, seconds: options.rateDuration, connections: options.rateConnections, rounds: options.rateRounds, warmupSeconds: Math.min(options.warmup, options.rateDuration), log })
+      for (const run of rateRuns) for (const round of run.rounds) served.set(run.name, (served.get(run.name) ?? 0) + round.proxy.requests)
+    } else if (!options.noRate) skipped.push('fixed rate: skipped, it needs the direct target (see --only)')
 
     const out = [
       `## Throughput (${options.connections} connections, ${options.duration}s × ${options.rounds} rounds, ${wrk ? 'wrk -t1' : 'autocannon'}; median of rounds)`,
@@ -179,7 +173,7 @@ async function main(): Promise<void> {
       ratioTable(summaries),
       ...(skipped.length ? ['', 'Skipped:', ...skipped.map((s) => `- ${s}`)] : []),
       ...(rateRuns.length
-        ? ['', `## Fixed rate ${options.rate} req/s (${options.rateConnections} connections, ${options.rateDuration}s × ${options.rateRounds} rounds per generator and target)`, '', fixedRateTable(rateRuns, options.rate)]
+        ? ['', `## Fixed rate ${options.rate} req/s (${options.rateConnections} connections, ${options.rateDuration}s × ${options.rateRounds} paired rounds per generator and proxy; nice ${options.nice})`, '', fixedRateTable(rateRuns, options.rate)]
         : []),
     ].join('\n')
     console.log(out)
