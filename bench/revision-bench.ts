@@ -13,7 +13,7 @@
  * stopped by its PID at the end, on failure and on SIGINT.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util'
 import { runWrk } from './lib/load.ts'
 import { cpuMicros, freePort, killAllSync, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
+import { unpackRevision } from './lib/revision.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
@@ -69,8 +70,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-revision-bench-'))
   try {
     const baselineRoot = join(dir, 'baseline')
-    execFileSync('bash', ['-c', `mkdir -p "${baselineRoot}" && git -C "${ROOT}" archive "${values.baseline}" | tar -x -C "${baselineRoot}"`])
-    symlinkSync(join(ROOT, 'node_modules'), join(baselineRoot, 'node_modules'))
+    unpackRevision(ROOT, values.baseline, baselineRoot)
     const revision = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', values.baseline]).toString().trim()
     const upstream = await startUpstream(dir)
     const gateways = [await startGateway(`baseline ${revision}`, baselineRoot, dir, upstream.url), await startGateway('working tree', ROOT, dir, upstream.url)]

@@ -5,17 +5,17 @@
  *
  *   node --import tsx bench/store-bench.ts [--pairs 20000] [--rounds 3] [--concurrency 1,50] [--baseline HEAD|none]
  *
- * The baseline is `git archive <rev> core/store` unpacked into a temp dir (with a node_modules link),
+ * The baseline is `core/store` of the revision unpacked into a temp dir (bench/lib/revision.ts),
  * so both versions run in one process on the same machine state. Rounds interleave the versions.
  */
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { SqliteStoreOptions } from '../core/store/sqlite.ts'
 import type { Store } from '../core/store/types.ts'
+import { unpackRevision } from './lib/revision.ts'
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url))
 
@@ -118,9 +118,7 @@ async function measure(version: Version, concurrency: number, tag: string): Prom
 /** Unpacks `core/store` of a git revision next to a node_modules link and imports it. */
 async function loadRevision(revision: string): Promise<Version> {
   const dir = tempDir('tollgate-store-baseline-')
-  const tar = execFileSync('git', ['-C', repoRoot, 'archive', '--format=tar', revision, 'core/store'], { maxBuffer: 64 << 20 })
-  execFileSync('tar', ['-x', '-C', dir], { input: tar })
-  symlinkSync(path.join(repoRoot, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
+  unpackRevision(repoRoot, revision, dir, ['core/store'])
   const module = (await import(pathToFileURL(path.join(dir, 'core/store/sqlite.ts')).href)) as { openSqliteStore: OpenStore }
   return { label: `git ${revision}`, open: module.openSqliteStore }
 }

@@ -95,6 +95,11 @@ export class Context implements RequestContext {
     return this.#secretParams !== undefined && this.#secretParams.size > 0
   }
 
+  /** {@link secretParams}`.has(name)`, without making the set. */
+  isSecretParam(name: string): boolean {
+    return this.#secretParams?.has(name) ?? false
+  }
+
   /** Log fields plugins added, if any (for the access line). */
   get addedLogFields(): Record<string, unknown> | undefined {
     return this.#logFields

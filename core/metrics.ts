@@ -79,7 +79,8 @@ export class CoreMetrics {
 export class RouteMetrics {
   readonly #metrics: CoreMetrics
   readonly #route: string
-  readonly #counters = new Map<string, CounterSeries>()
+  /** Counter series by API type label, then by status class (index: status / 100). */
+  readonly #counters = new Map<string, CounterSeries[]>()
   readonly duration: HistogramSeries
   readonly upstreamDuration: HistogramSeries
 
@@ -91,15 +92,12 @@ export class RouteMetrics {
   }
 
   count(apiType: string | undefined, status: number): void {
-    const statusClass = STATUS_CLASSES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`
-    const key = apiType === undefined ? statusClass : `${apiType}|${statusClass}`
-    let series = this.#counters.get(key)
-    if (!series) {
-      series = this.#metrics.requests.series([this.#route, apiType ?? 'none', statusClass])
-      this.#counters.set(key, series)
-    }
+    const apiLabel = apiType ?? 'none'
+    const hundreds = Math.floor(status / 100)
+    let byClass = this.#counters.get(apiLabel)
+    if (!byClass) this.#counters.set(apiLabel, (byClass = []))
+    let series = byClass[hundreds]
+    if (!series) series = byClass[hundreds] = this.#metrics.requests.series([this.#route, apiLabel, `${hundreds}xx`])
     series.inc()
   }
 }
-
-const STATUS_CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx']

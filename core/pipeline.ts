@@ -53,7 +53,7 @@ function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): s
     else {
       const name = part.slice(1)
       const value = ctx.params[name] ?? ''
-      if (ctx.hasSecretParams && ctx.secretParams.has(name)) out += replacement ? '/' + replacement : ''
+      if (ctx.isSecretParam(name)) out += replacement ? '/' + replacement : ''
       else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
     }
   }
