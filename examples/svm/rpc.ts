@@ -15,7 +15,7 @@ import {
 } from '@solana/kit'
 import type { LiteSVM } from 'litesvm'
 import { transactionErrorJson } from './errors.ts'
-import { tokenAmountOf, TOKEN_2022_PROGRAM, TOKEN_PROGRAM } from './accounts.ts'
+import { LOOKUP_TABLE_PROGRAM, tokenAmountOf, TOKEN_2022_PROGRAM, TOKEN_PROGRAM } from './accounts.ts'
 
 interface Status {
   slot: number
@@ -65,6 +65,25 @@ function encodedAccount(svm: LiteSVM, addr: string, encoding: string | undefined
       data: {
         program: account.programAddress === TOKEN_PROGRAM ? 'spl-token' : 'spl-token-2022', space: 165,
         parsed: { type: 'account', info: { mint: base58.decode(data.subarray(0, 32)), owner: base58.decode(data.subarray(32, 64)), tokenAmount: { amount } } },
+      },
+    }
+  }
+  if (encoding === 'jsonParsed' && account.programAddress === LOOKUP_TABLE_PROGRAM && data.length >= 56) {
+    const addresses: string[] = []
+    for (let at = 56; at + 32 <= data.length; at += 32) addresses.push(base58.decode(data.subarray(at, at + 32)))
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
+    return {
+      ...base,
+      data: {
+        program: 'address-lookup-table', space: data.length,
+        parsed: {
+          type: 'lookupTable',
+          info: {
+            addresses, authority: data[21] === 1 ? base58.decode(data.subarray(22, 54)) : undefined,
+            deactivationSlot: view.getBigUint64(4, true).toString(), lastExtendedSlot: view.getBigUint64(12, true).toString(),
+            lastExtendedSlotStartIndex: data[20],
+          },
+        },
       },
     }
   }

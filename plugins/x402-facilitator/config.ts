@@ -16,6 +16,7 @@
  */
 import type { JsonSchema } from '../../core/plugin.ts'
 import type { EvmAssetInfo } from './evm/chains.ts'
+import { svmNetworksSchema, type SvmNetworkConfig } from './svm/config.ts'
 
 export interface NetworkConfig {
   rpcUrl?: string | null
@@ -31,7 +32,9 @@ export type EvmPathChain = 'ethereum' | 'polygon' | 'base'
 export type PathNetwork = 'mainnet' | 'testnet'
 
 export interface FacilitatorConfig {
-  networks: Partial<Record<EvmPathChain, Partial<Record<PathNetwork, NetworkConfig>>>>
+  networks: Partial<Record<EvmPathChain, Partial<Record<PathNetwork, NetworkConfig>>>> & {
+    solana?: Partial<Record<PathNetwork, SvmNetworkConfig>>
+  }
   recheckIntervalMs: number
 }
 
@@ -107,8 +110,8 @@ export const facilitatorConfigSchema: JsonSchema = {
       type: 'object',
       additionalProperties: false,
       default: {},
-      description: 'Served EVM networks by path segments: ethereum, polygon, base × mainnet, testnet. Solana answers 501 for now.',
-      properties: { ethereum: pathNetworks('ethereum'), polygon: pathNetworks('polygon'), base: pathNetworks('base') },
+      description: 'Served networks by path segments: ethereum, polygon, base, solana × mainnet, testnet.',
+      properties: { ethereum: pathNetworks('ethereum'), polygon: pathNetworks('polygon'), base: pathNetworks('base'), solana: svmNetworksSchema },
     },
     recheckIntervalMs: {
       type: 'integer',

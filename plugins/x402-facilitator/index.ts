@@ -6,7 +6,7 @@
  *
  * Each `chain/network` is served in process on a chain RPC (evm/ verify and settle, settlements
  * recorded in the store so each authorization transfers at most once), by an upstream facilitator,
- * or not at all (501). Solana answers 501 for now. It also provides the `x402` error format.
+ * or not at all (501); Solana networks run in process too (svm/). It also provides the `x402` error format.
  *
  * Auth, credits and rate limits are the route's other plugins (key-in-path-auth with scope x402,
  * credit-meter with apiType x402, rate-limit); see README.md.

@@ -10,6 +10,8 @@ import { UnconfiguredFacilitator, type Facilitator } from './facilitator.ts'
 import { LocalFacilitator } from './local-facilitator.ts'
 import { RemoteFacilitator } from './remote-facilitator.ts'
 import { readSignerKey } from './signer-key.ts'
+import { buildSvmNetwork } from './svm/build.ts'
+import type { SvmNetworkConfig } from './svm/config.ts'
 
 /** The collection settlement records live in; the paywall shares it. */
 export const SETTLEMENTS_COLLECTION = 'x402-settlements'
@@ -57,6 +59,11 @@ export async function buildNetworks(config: FacilitatorConfig, init: PluginInit)
   for (const [chain, networks] of Object.entries(config.networks)) {
     for (const [pathNetwork, settings] of Object.entries(networks ?? {})) {
       if (!settings) continue
+      if (chain === 'solana') {
+        const label = `solana/${pathNetwork}`
+        pending.push(buildSvmNetwork(pathNetwork, settings as SvmNetworkConfig, config.recheckIntervalMs, SETTLEMENTS_COLLECTION, init).then((served) => [label, served]))
+        continue
+      }
       const known = evmNetworkForPath(chain, pathNetwork)!
       const label = `${chain}/${pathNetwork}`
       pending.push(build(label, known.chainId, settings, config, init).then((served) => [label, served]))

@@ -1,0 +1,140 @@
+/**
+ * Solana verify on the local SVM: official client payments (v1, v2) are valid; every attack of
+ * anchors-2.md §1 and every malformed payload is refused with its code. Parity: each case also
+ * goes through the official @x402/svm facilitator on the same SVM; verdicts agree except where
+ * ours is stricter on purpose (`stricter: true`, listed in plugins/x402-facilitator/README.md).
+ */
+import t from 'tap'
+import type { Address } from '@solana/kit'
+import { devAccount } from '../../../examples/svm/index.ts'
+import { bodyV2, craft, ix, officialBody, officialVerdict, standard, startSvmFixture, type SvmFixture } from './svm-helpers.ts'
+
+const f = await startSvmFixture()
+t.teardown(() => f.close())
+
+interface Case {
+  name: string
+  body: (f: SvmFixture) => Promise<unknown>
+  status?: number
+  reason: string | null
+  /** Ours refuses what the official facilitator accepts. */
+  stricter?: boolean
+  /** Skip the parity run (the official facilitator cannot judge it, e.g. a body its types reject). */
+  noParity?: boolean
+}
+
+const cases: Case[] = [
+  { name: 'official client v2 payment', body: (f) => officialBody(f, 2), reason: null },
+  { name: 'official client v1 payment', body: (f) => officialBody(f, 1), reason: null },
+  { name: 'official client with extra.memo', body: (f) => officialBody(f, 2, { extra: { feePayer: f.feePayer, memo: 'order-42' } }), reason: null },
+  { name: 'hand-built standard layout', body: async (f) => bodyV2(f, await craft(f, await standard(f))), reason: null },
+  { name: 'Token-2022 mint', body: async (f) => bodyV2(f, await craft(f, await standard(f, { mint: f.local.mint2022, program: 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb' as Address })), { asset: f.local.mint2022 }), reason: null },
+  // --- anchors-2.md §1 attacks
+  { name: 'over-cap compute price', body: async (f) => bodyV2(f, await craft(f, [ix.limit(), ix.price(5_000_001n), await ix.transfer(f), ix.memo()])), reason: 'invalid_exact_svm_payload_transaction_instructions_compute_price_instruction_too_high' },
+  { name: 'over-cap compute limit', body: async (f) => bodyV2(f, await craft(f, [ix.limit(1_400_000), ix.price(), await ix.transfer(f), ix.memo()])), reason: 'invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction_too_high', stricter: true },
+  {
+    name: 'fee payer hidden in a memo instruction\'s accounts',
+    body: async (f) => bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), ix.memo('x', [f.feePayer as Address])])),
+    reason: 'invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts', stricter: true,
+  },
+  {
+    name: 'fee payer as the transfer authority',
+    body: async (f) => bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f, { authority: f.feePayer as Address }), ix.memo()])),
+    reason: 'invalid_exact_svm_payload_transaction_fee_payer_transferring_funds',
+  },
+  {
+    name: 'fee payer hidden in a lookup table',
+    body: async (f) => {
+      const table = devAccount('lookup table').address
+      const payeeAta = (await ix.transfer(f)).accounts![2]!.address
+      f.local.setLookupTable(table, [payeeAta, f.feePayer as Address])
+      // The memo names the fee payer only through the table (a static key would be found directly).
+      const memo = { ...ix.memo('y'), accounts: [{ address: f.feePayer as Address, role: 0 }] }
+      return bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), memo as any], { lookupTables: { [table]: [payeeAta, f.feePayer as Address] } }))
+    },
+    reason: 'invalid_exact_svm_payload_transaction_fee_payer_included_in_instruction_accounts', stricter: true,
+  },
+  {
+    name: 'unresolvable lookup table',
+    body: async (f) => {
+      const payeeAta = (await ix.transfer(f)).accounts![2]!.address
+      return bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), ix.memo()], { lookupTables: { [devAccount('missing table').address]: [payeeAta] } }))
+    },
+    reason: 'invalid_exact_svm_payload_address_lookup_table_unresolved',
+  },
+  {
+    name: 'an extra required signer',
+    body: async (f) => {
+      const other = f.local.accounts.poor
+      return bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), ix.memo('z', [other.address])].map((i, n) => n === 3 ? { ...i, accounts: [{ address: other.address, role: 2 }] } : i) as any, { extraSigners: [other] }))
+    },
+    reason: 'invalid_exact_svm_payload_excessive_signers', stricter: true,
+  },
+  { name: 'wrong mint', body: async (f) => bodyV2(f, await craft(f, await standard(f, { mint: f.local.mint2022, program: 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb' as Address }))), reason: 'invalid_exact_svm_payload_mint_mismatch' },
+  { name: 'wrong destination (the payer\'s own account)', body: async (f) => bodyV2(f, await craft(f, await standard(f, { destinationOwner: f.payer.address }))), reason: 'invalid_exact_svm_payload_recipient_mismatch' },
+  { name: 'amount one less', body: async (f) => bodyV2(f, await craft(f, await standard(f, { amount: 9_999n }))), reason: 'invalid_exact_svm_payload_amount_mismatch' },
+  { name: 'wrong decimals', body: async (f) => bodyV2(f, await craft(f, await standard(f, { decimals: 9 }))), reason: 'invalid_exact_svm_payload_decimals_mismatch' },
+  { name: 'unknown fourth instruction', body: async (f) => bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), { ...ix.limit(), programAddress: 'Stake11111111111111111111111111111111111111' as Address }])), reason: 'invalid_exact_svm_payload_unknown_fourth_instruction' },
+  { name: 'two instructions only', body: async (f) => bodyV2(f, await craft(f, [ix.limit(), await ix.transfer(f)])), reason: 'invalid_exact_svm_payload_transaction_instructions_length' },
+  { name: 'compute price first', body: async (f) => bodyV2(f, await craft(f, [ix.price(), ix.limit(), await ix.transfer(f), ix.memo()])), reason: 'invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction' },
+  { name: 'memo differs from extra.memo', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { extra: { feePayer: f.feePayer, memo: 'order-42' } }), reason: 'invalid_exact_svm_payload_memo_mismatch' },
+  { name: 'fee payer not ours', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { extra: { feePayer: f.local.accounts.poor.address } }), reason: 'invalid_exact_svm_fee_payer_not_managed_by_facilitator' },
+  { name: 'extra.feePayer missing', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { extra: {} }), reason: 'invalid_exact_svm_payload_missing_fee_payer' },
+  { name: 'transaction fee payer differs from extra.feePayer', body: async (f) => bodyV2(f, await craft(f, await standard(f), { feePayer: f.local.accounts.poor.address })), reason: 'invalid_exact_svm_fee_payer_mismatch' },
+  {
+    name: 'payer signature does not verify',
+    body: async (f) => {
+      const wire = Buffer.from(await craft(f, await standard(f)), 'base64')
+      wire[1 + 64 + 5] ^= 0xff
+      return bodyV2(f, wire.toString('base64'))
+    },
+    reason: 'invalid_exact_svm_payload_signature_invalid',
+  },
+  { name: 'payer without tokens (simulation)', body: async (f) => bodyV2(f, await craft(f, await standard(f, { destinationOwner: f.local.accounts.payee.address, amount: 10n ** 13n })), { amount: String(10n ** 13n) }), reason: 'invalid_exact_svm_transaction_simulation_failed' },
+  { name: 'scheme upto', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { scheme: 'upto' }), reason: 'invalid_exact_svm_unsupported_scheme' },
+  { name: 'devnet network', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { network: 'solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1' }), reason: 'invalid_exact_svm_network_mismatch', stricter: true },
+  // --- malformed payloads: 400 or isValid false, never 5xx
+  { name: 'bad base64', body: async (f) => bodyV2(f, '!!!not base64!!!'), status: 400, reason: 'invalid_payload', noParity: true },
+  { name: 'truncated transaction', body: async (f) => bodyV2(f, Buffer.from(await craft(f, await standard(f)), 'base64').subarray(0, 150).toString('base64')), reason: 'invalid_exact_svm_payload_transaction_could_not_be_decoded' },
+  {
+    name: 'message version 1',
+    body: async (f) => {
+      const wire = Buffer.from(await craft(f, await standard(f)), 'base64')
+      wire[1 + 128] = 0x81
+      return bodyV2(f, wire.toString('base64'))
+    },
+    reason: 'invalid_exact_svm_payload_transaction_could_not_be_decoded',
+  },
+  { name: 'empty-ish transaction', body: async (f) => bodyV2(f, 'AAAA'), reason: 'invalid_exact_svm_payload_transaction_could_not_be_decoded' },
+  { name: 'missing payload.transaction', body: async (f) => ({ ...bodyV2(f, 'AAAA'), paymentPayload: { x402Version: 2, accepted: bodyV2(f, '').paymentRequirements, payload: {} } }), status: 400, reason: 'invalid_payload', noParity: true },
+  { name: 'absurd amount', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { amount: '99999999999999999999' }), status: 400, reason: 'invalid_payload', noParity: true },
+  { name: 'amount not a string', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { amount: 10000 }), status: 400, reason: 'invalid_payload', noParity: true },
+  { name: 'x402Version 3', body: async (f) => ({ ...bodyV2(f, 'AAAA'), x402Version: 3 }), status: 400, reason: 'invalid_x402_version', noParity: true },
+  { name: 'body is an array', body: async () => [], status: 400, reason: 'invalid_payload', noParity: true },
+]
+
+const stricterSeen: string[] = []
+for (const c of cases) {
+  t.test(c.name, async (t) => {
+    const body = await c.body(f)
+    const { status, body: answer } = await f.facilitator.verify(body)
+    t.equal(status, c.status ?? 200, 'status')
+    t.equal(answer.invalidReason, c.reason, `reason: ${answer.invalidMessage ?? ''}`)
+    t.equal(answer.isValid, c.reason === null, 'isValid')
+    if (c.noParity) return
+    const official = await officialVerdict(f, body)
+    if (c.stricter) {
+      stricterSeen.push(c.name)
+      t.equal(official.isValid, true, `the official facilitator accepts it (${official.invalidReason ?? 'valid'}); ours is stricter on purpose`)
+    } else {
+      t.equal(official.isValid, answer.isValid, `the official facilitator agrees (${official.invalidReason ?? 'valid'})`)
+    }
+  })
+}
+
+t.test('an expired blockhash is refused before simulation', async (t) => {
+  const body = await officialBody(f, 2)
+  f.local.expireBlockhash()
+  const { body: answer } = await f.facilitator.verify(body)
+  t.equal(answer.invalidReason, 'invalid_exact_svm_payload_blockhash_expired')
+})
