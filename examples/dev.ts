@@ -3,7 +3,8 @@
  * gateway.yaml, so that every route answers with no outside service. Ctrl-C stops everything.
  *
  * Ports (override with the env vars gateway.yaml reads): proof server 18300, TEE proof pool 18301,
- * relay proof pool 18302, node RPC 18944, mirror mainnet 18551, mirror testnet 18552, EVM chain 18545.
+ * relay proof pool 18302, node RPC 18944, mirror mainnet 18551, mirror testnet 18552, EVM chain 18545,
+ * Solana (local SVM) 18899.
  */
 import { existsSync } from 'node:fs'
 import { main } from '../core/cli.ts'
@@ -44,6 +45,13 @@ try {
     // The facilitator signs with the local chain's funded dev account unless the operator set a key.
     process.env.X402_FACILITATOR_KEY ??= chain.accounts.facilitator.privateKey
     process.env.X402_ASSET ??= chain.token
+  })
+  await optional('./svm/index.ts', async (m) => {
+    const local = await m.startLocalSvm({ port: port('SOLANA_RPC_URL', 18899) })
+    keep(local, 'Solana (local SVM)', local.rpcUrl)
+    // The fee payer is the local SVM's dev account unless the operator set a key.
+    process.env.X402_SOLANA_FACILITATOR_KEY ??= local.accounts.facilitator.secretKeyBase58
+    process.env.X402_SOLANA_ASSET ??= local.mint
   })
 } catch (error) {
   console.error(`could not start the stand-ins: ${(error as Error).message}`)
