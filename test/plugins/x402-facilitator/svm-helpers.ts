@@ -93,7 +93,7 @@ export function bodyV2(f: SvmFixture, transaction: string, overrides: Record<str
 }
 
 /** A payment made by the official client (v2 or v1), as a facilitator body. */
-export async function officialBody(f: SvmFixture, version: 1 | 2 = 2, overrides: Record<string, unknown> = {}) {
+export async function officialBody(f: SvmFixture, version: 1 | 2 = 2, overrides: Record<string, unknown> = {}): Promise<any> {
   if (version === 2) {
     const requirements = requirementsV2(f, overrides)
     const created = await f.clientV2.createPaymentPayload(2, requirements as any)
