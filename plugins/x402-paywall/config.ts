@@ -15,9 +15,16 @@ export interface PaywallFacilitatorConfig {
   upstream?: string
 }
 
+/** A Solana asset: an SPL mint. */
+export interface PaywallSvmAsset {
+  address: string
+  decimals: number
+  tokenProgram?: string
+}
+
 export interface PaywallNetworkConfig {
   network: string
-  asset?: EvmAssetInfo
+  asset?: EvmAssetInfo | PaywallSvmAsset
   price?: string
   payTo?: string
   facilitator: PaywallFacilitatorConfig
@@ -37,6 +44,18 @@ export interface PaywallConfig {
 
 const amount = (description: string): JsonSchema => ({ type: 'string', pattern: '^[1-9][0-9]{0,77}$', description })
 const address = (description: string): JsonSchema => ({ type: 'string', pattern: '^0x[0-9a-fA-F]{40}$', description })
+const base58 = '^[1-9A-HJ-NP-Za-km-z]{32,44}$'
+const svmAssetSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['address', 'decimals'],
+  description: 'An SPL token mint accepted for payment on a Solana network.',
+  properties: {
+    address: { type: 'string', pattern: base58, description: 'Mint address (base58).' },
+    decimals: { type: 'integer', minimum: 0, maximum: 18, description: 'Mint decimals, e.g. 6 for USDC.' },
+    tokenProgram: { type: 'string', pattern: base58, description: 'Owning program (Token or Token-2022); default: read from the chain.' },
+  },
+}
 
 // The in-process facilitator accepts exactly the network's `asset`; no separate asset list.
 const { assets: _assets, ...chainProperties } = localChainProperties
@@ -67,11 +86,17 @@ const networkSchema: JsonSchema = {
     network: {
       type: 'string',
       minLength: 1,
-      description: 'EVM network: v1 short name (base-sepolia) or CAIP-2 (eip155:84532). Both forms are offered (v1 body, v2 header).',
+      description: 'EVM network: v1 short name (base-sepolia) or CAIP-2 (eip155:84532); or Solana: solana-testnet, solana-mainnet, solana, or CAIP-2 solana:<genesis>. Both forms are offered (v1 body, v2 header).',
     },
-    asset: { ...assetSchema, description: "Token paid in. Default: the network's USDC (known networks only)." },
+    asset: {
+      description: "Token paid in: an EIP-3009 token on EVM, an SPL mint on Solana. Default: the network's USDC (known networks only).",
+      anyOf: [assetSchema, svmAssetSchema],
+    },
     price: amount('Price on this network, in atomic token units; default the top-level price.'),
-    payTo: address('Recipient on this network; default the top-level payTo.'),
+    payTo: {
+      description: 'Recipient on this network; default the top-level payTo. Required for Solana (a base58 owner address).',
+      anyOf: [address('EVM recipient address.'), { type: 'string', pattern: base58, description: 'Solana recipient (owner of the token account paid).' }],
+    },
     facilitator: facilitatorSchema,
   },
 }

@@ -13,6 +13,7 @@ import { RemoteFacilitator } from '../x402-facilitator/remote-facilitator.ts'
 import { readSignerKey } from '../x402-facilitator/signer-key.ts'
 import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'
 import { networkOffer, type NetworkOffer } from './offers.ts'
+import { openSvmPaidNetwork, svmNetworkNamed } from './svm-networks.ts'
 
 export interface PaidNetwork {
   offer: NetworkOffer
@@ -20,6 +21,8 @@ export interface PaidNetwork {
 }
 
 async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: PluginInit): Promise<PaidNetwork | undefined> {
+  const svm = svmNetworkNamed(entry.network)
+  if (svm) return openSvmPaidNetwork(config, entry, svm, init)
   const offer = networkOffer(config, entry)
   const settings = entry.facilitator
   const rpcUrl = settings.rpcUrl?.trim()
@@ -63,7 +66,7 @@ async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: Pl
 export async function openPaidNetworks(config: PaywallConfig, init: PluginInit): Promise<PaidNetwork[]> {
   const seen = new Set<string>()
   for (const entry of config.networks) {
-    const caip2 = networkOffer(config, entry).caip2
+    const caip2 = svmNetworkNamed(entry.network)?.caip2 ?? networkOffer(config, entry).caip2
     if (seen.has(caip2)) throw new Error(`network ${entry.network} is listed twice`)
     seen.add(caip2)
   }

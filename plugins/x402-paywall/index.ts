@@ -21,6 +21,9 @@ import { openPaidNetworks, type PaidNetwork } from './facilitators.ts'
 import { encodeHeader, paymentRequired, resourceUrl, type PaymentRequiredTexts } from './offers.ts'
 import { authorizationKey, matchOffer, readPayment } from './payment-header.ts'
 import { redemptionsFrom } from './redemptions.ts'
+import { svmReasons } from '../x402-facilitator/svm/errors.ts'
+
+const retryableAfterPending: ReadonlySet<string> = new Set([reasons.nonceAlreadyUsed, svmReasons.simulationFailed])
 
 const STATE = 'x402-paywall'
 const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
@@ -102,8 +105,9 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         const { body: verdict } = await network.facilitator.verify(facilitatorBody, ctx.signal)
         ctx.logFields.payer = verdict.payer || undefined
         if (!verdict.isValid) {
-          // A retry after `settlement_pending`: the nonce is used by our own transaction.
-          const retry = key !== undefined && verdict.invalidReason === reasons.nonceAlreadyUsed && (await redemptions.isPending(key))
+          // A retry after `settlement_pending`: the nonce is used by our own transaction (EVM), or our
+          // own transaction no longer simulates (Solana: already processed).
+          const retry = key !== undefined && retryableAfterPending.has(verdict.invalidReason ?? '') && (await redemptions.isPending(key))
           if (!retry) {
             ctx.logFields.x402Result = verdict.invalidReason
             return ask(ctx, url, same(verdict.invalidReason ?? 'invalid_payment'), verdict.payer)

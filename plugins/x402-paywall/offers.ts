@@ -27,7 +27,8 @@ export function networkOffer(config: PaywallConfig, entry: PaywallNetworkConfig)
   const chainId = chainIdOfNetwork(entry.network)
   if (chainId === undefined) throw new Error(`network "${entry.network}" is neither a known short name nor eip155:<chain id>`)
   const known = resolveEvmNetwork(chainId)
-  const asset = entry.asset ?? known?.defaultUsdc
+  // Solana entries never reach here (svm-networks.ts); EVM entries carry an EIP-3009 asset.
+  const asset = (entry.asset as EvmAssetInfo | undefined) ?? known?.defaultUsdc
   if (!asset) throw new Error(`network "${entry.network}" has no default asset; set asset`)
   const common = {
     scheme: 'exact',
