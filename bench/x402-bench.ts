@@ -13,7 +13,7 @@
  * official row is the extra chain reads (5 RPC calls per verify against 3), the gap between it
  * and the tollgate row is the gateway itself (HTTP, auth, rate limit, credit metering).
  *
- * Usage: node --import tsx bench/x402-bench.ts [--seconds 5] [--rounds 3] [--concurrency 16]
+ * Usage: node --import tsx bench/x402-bench.ts [--seconds 5] [--rounds 3] [--concurrency 16] [--chain solana]
  * Everything it starts (the chain process, one gateway process) is stopped at the end.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -158,4 +158,6 @@ async function main(): Promise<void> {
   }
 }
 
-await main()
+// `--chain solana`: the same comparison on the local SVM (bench/x402-svm-bench.ts).
+if (argValue(argv, 'chain') === 'solana') await (await import('./x402-svm-bench.ts')).runSvmBench()
+else await main()

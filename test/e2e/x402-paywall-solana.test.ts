@@ -73,14 +73,14 @@ t.teardown(async () => {
 })
 
 const paid = (path: string) => `${gw.url}/paid/${path}`
-const allowed = [{ network, asset: f.local.mint, maxAmountPerPayment: price }]
+const allowed = [{ network: network as `${string}:${string}`, asset: f.local.mint as string, maxAmountPerPayment: price }]
 
 t.test('the 402 answer offers solana-testnet with the fee payer', async (t) => {
   const res = await fetch(paid('ok'))
   t.equal(res.status, 402)
   const required = decodeHeader(res.headers.get('payment-required')!)
   t.match(required.accepts, [{ scheme: 'exact', network, amount: price, asset: f.local.mint, payTo: payee, extra: { feePayer: f.feePayer } }])
-  t.match((await res.json()).accepts, [{ network: 'solana-testnet', maxAmountRequired: price, extra: { feePayer: f.feePayer } }])
+  t.match(((await res.json()) as any).accepts, [{ network: 'solana-testnet', maxAmountRequired: price, extra: { feePayer: f.feePayer } }])
 })
 
 t.test('the official fetch wrapper (v2) pays end to end; funds move once', async (t) => {

@@ -208,8 +208,9 @@ export async function checkSvmPayment(ctx: SvmContext, body: unknown, opts: { si
     messageHash: messageHash(tx), payer, feePayer,
   }
   if (opts.simulate) {
-    const [fresh, simulation] = await Promise.all([ctx.rpc.isBlockhashValid(tx.recentBlockhash), ctx.rpc.simulate(payment.signedBase64)])
-    if (!fresh) return invalid(reasons.blockhashExpired, `recent blockhash ${tx.recentBlockhash} has expired; build the payment again`, payer)
+    // One RPC call: a stale blockhash shows as the simulation's BlockhashNotFound.
+    const simulation = await ctx.rpc.simulate(payment.signedBase64)
+    if (simulation.err === 'BlockhashNotFound') return invalid(reasons.blockhashExpired, `recent blockhash ${tx.recentBlockhash} has expired; build the payment again`, payer)
     if (simulation.err !== null) {
       return invalid(reasons.simulationFailed, `simulation failed: ${JSON.stringify(simulation.err)}`, payer, { logs: simulation.logs.slice(-8) })
     }
