@@ -158,7 +158,8 @@ export async function startSvmRpc(svm: LiteSVM, opts: { host?: string; port?: nu
   const methods: Record<string, (params: any[]) => unknown> = {
     getHealth: () => 'ok',
     getVersion: () => ({ 'solana-core': '2.2.0', 'feature-set': 0 }),
-    getGenesisHash: () => '4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zLocalSvm1111',
+    // It stands in for Solana testnet, whose genesis hash this is.
+    getGenesisHash: () => '4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY',
     getSlot: () => slot(),
     getBlockHeight: () => slot(),
     getLatestBlockhash: () => envelope({ blockhash: svm.latestBlockhash(), lastValidBlockHeight: slot() + 150 }),
