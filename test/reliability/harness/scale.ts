@@ -17,9 +17,9 @@ export const scale = {
   /** Upstream faults injected in total, spread over every fault kind and upstream. */
   faults: count('FAULTS', 420, 3_400),
   /** kill -9 cycles under load. */
-  killCycles: count('KILL_CYCLES', 3, 18),
+  killCycles: count('KILL_CYCLES', 2, 18),
   /** Acknowledged answers to wait for before each kill. */
-  answersPerCycle: count('ANSWERS_PER_CYCLE', 400, 7_000),
+  answersPerCycle: count('ANSWERS_PER_CYCLE', 300, 7_000),
   /** Bursts of 1,000 concurrent requests on a balance of 100. */
   bursts: count('BURSTS', 2, 48),
   /** Reloads under load. */
