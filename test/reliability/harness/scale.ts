@@ -25,7 +25,7 @@ export const scale = {
   /** Reloads under load. */
   reloads: count('RELOADS', 8, 60),
   /** Requests of the soak. */
-  soakRequests: count('SOAK_REQUESTS', 20_000, 1_000_000),
+  soakRequests: count('SOAK_REQUESTS', 6_000, 1_000_000),
   /** Connections that send their headers a byte at a time. */
   slowConnections: count('SLOW_CONNECTIONS', 150, 1_050),
 }
