@@ -28,8 +28,11 @@ export interface GatewayProcess {
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>
 }
 
-/** `{{DIR}}` in the config text is replaced by the temp dir. */
-export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string } = {}): Promise<GatewayProcess> {
+/** `{{DIR}}` in the config text is replaced by the temp dir. `startTimeoutMs` bounds the wait for the start line (20 s). */
+export async function startGatewayProcess(
+  configText: string,
+  options: { env?: NodeJS.ProcessEnv; dir?: string; startTimeoutMs?: number } = {},
+): Promise<GatewayProcess> {
   const dir = options.dir ?? tempDir('tollgate-e2e-')
   const configFile = join(dir, 'gateway.yaml')
   const write = (text: string) => {
@@ -78,7 +81,7 @@ export async function startGatewayProcess(configText: string, options: { env?: N
     })
   let started: { address: string; admin: string }
   try {
-    started = JSON.parse(await waitFor(/tollgate started/))
+    started = JSON.parse(await waitFor(/tollgate started/, options.startTimeoutMs))
   } catch (error) {
     // Never leave a gateway behind when it did not come up as expected.
     child.kill('SIGKILL')

@@ -9,14 +9,16 @@ import { Pool } from 'undici'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { KEY, SECRET, startUpstreams, suiteConfig } from './harness/environment.ts'
 import { creditsUsed } from './harness/admin.ts'
-import { scale } from './harness/scale.ts'
+import { FILE_TIMEOUT_MS, scale, START_TIMEOUT_MS } from './harness/scale.ts'
+
+t.setTimeout(FILE_TIMEOUT_MS)
 
 const CONNECTIONS = 24
 
 t.test(`kill -9 under load, ${scale.killCycles} cycles: every acknowledged charge and item survives, nothing more is charged`, async (t) => {
   const up = await startUpstreams()
   const text = suiteConfig(up)
-  let gw: GatewayProcess = await startGatewayProcess(text)
+  let gw: GatewayProcess = await startGatewayProcess(text, { startTimeoutMs: START_TIMEOUT_MS })
   const dir = gw.dir
   t.teardown(async () => {
     await gw.stop()
@@ -69,7 +71,7 @@ t.test(`kill -9 under load, ${scale.killCycles} cycles: every acknowledged charg
     await pool.destroy()
     t.equal(await gw.exited, null, `cycle ${cycle + 1}: the gateway died of SIGKILL`)
     t.equal(other, 0, `cycle ${cycle + 1}: every answer before the kill was a 2xx`)
-    gw = await startGatewayProcess(text, { dir })
+    gw = await startGatewayProcess(text, { dir, startTimeoutMs: START_TIMEOUT_MS })
     const used = await creditsUsed(gw.adminUrl)
     if (used < acked || used > acked + unanswered) {
       t.fail(`cycle ${cycle + 1}: ledger ${used} outside [${acked} acknowledged, ${acked + unanswered} with the ${unanswered} in flight at kills]`)
@@ -92,7 +94,7 @@ t.test(`kill -9 under load, ${scale.killCycles} cycles: every acknowledged charg
 t.test(`${scale.bursts} bursts of 1,000 concurrent requests on 100 credits: each served exactly 100`, async (t) => {
   const up = await startUpstreams()
   const projects = Array.from({ length: scale.bursts }, (_, i) => ({ id: `burst${i}`, key: `bk_${i}_${randomBytes(12).toString('hex')}`, allocation: 100 }))
-  const gw = await startGatewayProcess(suiteConfig(up, { extraProjects: projects }))
+  const gw = await startGatewayProcess(suiteConfig(up, { extraProjects: projects }), { startTimeoutMs: START_TIMEOUT_MS })
   const pool = new Pool(gw.url, { connections: 250, pipelining: 1 })
   t.teardown(async () => {
     await pool.destroy()

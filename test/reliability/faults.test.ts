@@ -15,7 +15,9 @@ import { KEY, startUpstreams, suiteConfig, suiteEnv, type UpstreamName } from '.
 import { call, inBatches, type Outcome } from './harness/client.ts'
 import { creditsUsed } from './harness/admin.ts'
 import { fdCount, HAS_PROC, rssKiB, settledFdCount } from './harness/process-stats.ts'
-import { scale } from './harness/scale.ts'
+import { FILE_TIMEOUT_MS, scale, START_TIMEOUT_MS } from './harness/scale.ts'
+
+t.setTimeout(FILE_TIMEOUT_MS)
 
 const TIMEOUTS = { connectMs: 500, headersMs: 400, bodyMs: 400 }
 /** Longest a faulty exchange may take: the upstream deadlines plus generous scheduling slack. */
@@ -110,7 +112,7 @@ function acceptable(probe: Probe, fault: Fault, o: Outcome): string | null {
 
 t.test('upstream faults give 502/504, refund the charge, and leak neither fds nor memory', async (t) => {
   const up = await startUpstreams({ chain: true })
-  const gw = await startGatewayProcess(suiteConfig(up, { timeouts: TIMEOUTS }), { env: suiteEnv(up) })
+  const gw = await startGatewayProcess(suiteConfig(up, { timeouts: TIMEOUTS }), { env: suiteEnv(up), startTimeoutMs: START_TIMEOUT_MS })
   const dispatcher = new Agent({ connections: 16, keepAliveTimeout: 1000 })
   t.teardown(async () => {
     await dispatcher.close()

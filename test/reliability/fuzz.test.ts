@@ -15,7 +15,9 @@ import { ADMIN_TOKEN, CREDENTIALS, KEY, SECRET, startUpstreams, suiteConfig, sui
 import { call, inBatches, type Outcome } from './harness/client.ts'
 import { creditsUsed } from './harness/admin.ts'
 import { rawExchange } from './harness/raw-http.ts'
-import { scale } from './harness/scale.ts'
+import { FILE_TIMEOUT_MS, scale, START_TIMEOUT_MS } from './harness/scale.ts'
+
+t.setTimeout(FILE_TIMEOUT_MS)
 
 const SEED = Number(process.env.RELIABILITY_SEED ?? Date.now() % 2 ** 31)
 const DEADLINE_MS = 10000
@@ -139,7 +141,7 @@ const LANES = Array.from({ length: 8 }, (_, i) => ({ id: `lane${i}`, key: `lk_${
 t.test('fuzzing every route family: no crash, no self-made 5xx, no hang, no charge without a 2xx, no leak', async (t) => {
   t.comment(`seed ${SEED} (RELIABILITY_SEED=${SEED} repeats this run)`)
   const up = await startUpstreams({ chain: true })
-  const gw = await startGatewayProcess(suiteConfig(up, { access: true, extraProjects: LANES.map((l) => ({ ...l, allocation: 1_000_000 })) }), { env: suiteEnv(up) })
+  const gw = await startGatewayProcess(suiteConfig(up, { access: true, extraProjects: LANES.map((l) => ({ ...l, allocation: 1_000_000 })) }), { env: suiteEnv(up), startTimeoutMs: START_TIMEOUT_MS })
   const dispatcher = new Agent({ connections: 8 })
   t.teardown(async () => {
     await dispatcher.close()

@@ -8,7 +8,9 @@ import { Pool, request } from 'undici'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { ADMIN_TOKEN, KEY, startUpstreams, suiteConfig } from './harness/environment.ts'
 import { creditsUsed, metric } from './harness/admin.ts'
-import { scale } from './harness/scale.ts'
+import { FILE_TIMEOUT_MS, scale, START_TIMEOUT_MS } from './harness/scale.ts'
+
+t.setTimeout(FILE_TIMEOUT_MS)
 
 const CONNECTIONS = 16
 
@@ -25,7 +27,7 @@ t.test(`${scale.reloads} reloads under load: no failed request`, async (t) => {
   const up = await startUpstreams()
   // Each reload changes the project's allocation, so every new config really differs from the last.
   const config = (n: number) => suiteConfig(up, { allocation: 1_000_000_000 + n, cost: n === scale.reloads ? 2 : 1 })
-  const gw = await startGatewayProcess(config(0))
+  const gw = await startGatewayProcess(config(0), { startTimeoutMs: START_TIMEOUT_MS })
   const pool = new Pool(gw.url, { connections: CONNECTIONS, pipelining: 1 })
   t.teardown(async () => {
     await pool.destroy()

@@ -11,14 +11,16 @@ import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { KEY, startUpstreams, suiteConfig } from './harness/environment.ts'
 import { creditsUsed } from './harness/admin.ts'
 import { fdCount, HAS_PROC, rssKiB, settledFdCount } from './harness/process-stats.ts'
-import { scale } from './harness/scale.ts'
+import { FILE_TIMEOUT_MS, scale, START_TIMEOUT_MS } from './harness/scale.ts'
+
+t.setTimeout(FILE_TIMEOUT_MS)
 
 const CONNECTIONS = 32
 const PROVE = buildProvePayload(Buffer.from('soak'))
 
 t.test(`soak of ${scale.soakRequests} requests: RSS and fds stay flat, every request answered and charged once`, { skip: !HAS_PROC && 'needs /proc' }, async (t) => {
   const up = await startUpstreams()
-  const gw = await startGatewayProcess(suiteConfig(up))
+  const gw = await startGatewayProcess(suiteConfig(up), { startTimeoutMs: START_TIMEOUT_MS })
   const pool = new Pool(gw.url, { connections: CONNECTIONS, pipelining: 1 })
   t.teardown(async () => {
     await pool.destroy()
@@ -73,7 +75,7 @@ t.test(`soak of ${scale.soakRequests} requests: RSS and fds stay flat, every req
 t.test(`${scale.slowConnections} slow connections are cut at the headers deadline while others are served`, { skip: !HAS_PROC && 'needs /proc' }, async (t) => {
   const up = await startUpstreams()
   const HEADERS_TIMEOUT_MS = 2000
-  const gw = await startGatewayProcess(suiteConfig(up, { headersTimeoutMs: HEADERS_TIMEOUT_MS }))
+  const gw = await startGatewayProcess(suiteConfig(up, { headersTimeoutMs: HEADERS_TIMEOUT_MS }), { startTimeoutMs: START_TIMEOUT_MS })
   const pool = new Pool(gw.url, { connections: 4 })
   const sockets: Socket[] = []
   t.teardown(async () => {

@@ -29,3 +29,9 @@ export const scale = {
   /** Connections that send their headers a byte at a time. */
   slowConnections: count('SLOW_CONNECTIONS', 150, 1_050),
 }
+
+/** Per-file time bound: the short form stays within minutes even on a busy machine; the long form gets hours. */
+export const FILE_TIMEOUT_MS = LONG ? 6 * 3600_000 : 300_000
+
+/** How long a gateway may take to print its start line (a loaded CI machine compiles slowly). */
+export const START_TIMEOUT_MS = 90_000
