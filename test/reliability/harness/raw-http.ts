@@ -14,7 +14,7 @@ export interface ParsedResponse {
 
 export interface RawExchange {
   responses: ParsedResponse[]
-  /** The connection was closed (by either side), or went quiet (idleMs), before the deadline. */
+  /** The connection was closed (by either side) before the deadline. */
   closed: boolean
   /** The gateway still held the connection open, silent, at the deadline. */
   timedOut: boolean
@@ -77,11 +77,7 @@ export function parseResponses(data: Buffer): { responses: ParsedResponse[]; tra
  * Writes `parts` to a fresh connection (with `gapMs` between parts), half-closes the socket when
  * `end` is set, and collects everything the gateway answers until it closes or `deadlineMs` passes.
  */
-export function rawExchange(
-  url: string,
-  parts: Buffer[],
-  options: { end?: boolean; gapMs?: number; deadlineMs?: number; idleMs?: number } = {},
-): Promise<RawExchange> {
+export function rawExchange(url: string, parts: Buffer[], options: { end?: boolean; gapMs?: number; deadlineMs?: number } = {}): Promise<RawExchange> {
   const { hostname, port } = new URL(url)
   return new Promise((resolve) => {
     const socket = connect({ host: hostname, port: Number(port), allowHalfOpen: true })
@@ -91,23 +87,12 @@ export function rawExchange(
       if (finished) return
       finished = true
       clearTimeout(timer)
-      clearTimeout(idle)
       socket.destroy()
       const { responses, trailing } = parseResponses(Buffer.concat(received))
       resolve({ responses, closed, timedOut: !closed, trailing })
     }
     const timer = setTimeout(() => finish(false), options.deadlineMs ?? 10000)
-    // Without a half-close, a kept-alive connection that went quiet for idleMs after the last write is done.
-    let idle: NodeJS.Timeout | undefined
-    const quiet = () => {
-      if (options.end !== false || !options.idleMs) return
-      clearTimeout(idle)
-      idle = setTimeout(() => finish(true), options.idleMs)
-    }
-    socket.on('data', (chunk) => {
-      received.push(chunk)
-      quiet()
-    })
+    socket.on('data', (chunk) => received.push(chunk))
     socket.on('end', () => finish(true))
     socket.on('close', () => finish(true))
     socket.on('error', () => finish(true))
@@ -118,7 +103,6 @@ export function rawExchange(
         if (options.gapMs) await new Promise((r) => setTimeout(r, options.gapMs))
       }
       if (options.end !== false && !socket.destroyed) socket.end()
-      quiet()
     })
   })
 }
