@@ -5,15 +5,17 @@
  * dashboard query is one a running gateway really exports on /metrics.
  */
 import t from 'tap'
-import { execFileSync, spawnSync } from 'node:child_process'
-import { readFileSync, existsSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { readFileSync, existsSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parse } from 'yaml'
+import { parse, stringify } from 'yaml'
 import { request } from 'undici'
 import { hashCredential } from '../../core/projects.ts'
 import { coreSchema } from '../../core/config/schema.ts'
 import { BIN, startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'
+import { tempDir } from '../helpers/temp.ts'
 
 const DEPLOY = fileURLToPath(new URL('../../examples/deploy/', import.meta.url))
 const read = (name: string) => readFileSync(DEPLOY + name, 'utf8')
@@ -139,6 +141,16 @@ routes:
   }
   const dashboard = JSON.parse(read('grafana-dashboard.json'))
   t.ok(dashboard.panels.length >= 8, `${dashboard.panels.length} panels`)
+  if (which('promtool')) {
+    // promtool parses PromQL only inside rules: check every dashboard query as a recording rule,
+    // with Grafana's variables given values.
+    const exprs = dashboard.panels.flatMap((panel: any) => panel.targets.map((target: { expr: string }) => target.expr))
+    const dir = tempDir('tollgate-dashboard-')
+    const rulesFile = join(dir, 'dashboard-queries.yml')
+    writeFileSync(rulesFile, stringify({ groups: [{ name: 'dashboard', rules: exprs.map((expr: string, i: number) => ({ record: `dashboard:query_${i}`, expr: expr.replaceAll('$__rate_interval', '5m').replaceAll('$instance', '.*') })) }] }))
+    const result = spawnSync('promtool', ['check', 'rules', rulesFile], { encoding: 'utf8' })
+    t.equal(result.status, 0, `every dashboard query is valid PromQL: ${result.stdout}${result.stderr}`)
+  }
   for (const panel of dashboard.panels) {
     const exprs = (panel.targets ?? []).map((target: { expr: string }) => target.expr) as string[]
     t.ok(exprs.length > 0, `panel "${panel.title}" has queries`)
