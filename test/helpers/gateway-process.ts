@@ -28,6 +28,12 @@ export interface GatewayProcess {
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>
 }
 
+/** Gateways still running; killed when the test process exits (a timed-out test never reaches its teardown). */
+const running = new Set<ChildProcess>()
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL')
+})
+
 /** `{{DIR}}` in the config text is replaced by the temp dir. `startTimeoutMs` bounds the wait for the start line (20 s). */
 export async function startGatewayProcess(
   configText: string,
@@ -67,7 +73,13 @@ export async function startGatewayProcess(
       }
     })
   }
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  running.add(child)
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      running.delete(child)
+      resolve(code)
+    }),
+  )
   const waitFor = (pattern: RegExp, timeoutMs = 20000) =>
     new Promise<string>((resolve, reject) => {
       const found = output.find((line) => pattern.test(line))
