@@ -112,6 +112,23 @@ const body: fc.Arbitrary<string | Buffer | undefined> = fc.oneof(
   fc.constant(Buffer.alloc(1_200_000, 0x61)),
 )
 
+/** JSON bodies aimed at the routes that parse them, so deep or odd JSON reaches each parser often. */
+const jsonRoute = fc.constantFrom(`/privnet/rpc/${KEY}`, `/privnet/zkpaas/${KEY}/prove-batch`, `/events/ledger/create/account/${KEY}`, `/events/ledger/settings/${KEY}`, `/x402/base/testnet/${KEY}/verify`)
+const deepJson = fc.tuple(fc.integer({ min: 2, max: 100_000 }), fc.constantFrom('array', 'object') as fc.Arbitrary<'array' | 'object'>, fc.constantFrom('params', 'id', 'whole', 'batch', 'proofs', 'scout', 'x402'))
+  .map(([depth, kind, where]) => {
+    const deep = nested(depth, kind)
+    switch (where) {
+      case 'params': return `{"jsonrpc":"2.0","id":1,"method":"chain_getBlockHash","params":${deep}}`
+      case 'id': return `{"jsonrpc":"2.0","id":${deep},"method":"system_chain","params":[]}`
+      case 'batch': return `[{"jsonrpc":"2.0","id":1,"method":"system_chain","params":[${deep}]}]`
+      case 'proofs': return `{"proofs":[{"endpoint":"prove","payload":${deep}}]}`
+      case 'scout': return `{"scoutSettings":{"item_id":${deep},"network_id":296}}`
+      case 'x402': return `{"x402Version":2,"paymentPayload":${deep},"paymentRequirements":{}}`
+      default: return deep
+    }
+  })
+const jsonBody = fc.oneof(deepJson, body.filter((b): b is string => typeof b === 'string'))
+
 const method = fc.constantFrom('GET', 'GET', 'POST', 'POST', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD', 'PROPFIND')
 
 // ---- raw framing ------------------------------------------------------------------------------
@@ -192,6 +209,17 @@ t.test('fuzzing every route family: no crash, no self-made 5xx, no hang, no char
     // 501 network_not_configured is the documented answer for a chain this gateway does not serve.
     else if (o.status >= 500 && !(o.status === 501 && unconfiguredNetwork(p))) note(`self-made ${o.status}`, `${what} → ${o.body.slice(0, 160)}`)
     else if (!o.complete && o.status !== 0) note('answer cut', `${what} → ${o.status} ${o.error}`)
+  }), 8)
+
+  // 1b. JSON bodies, deep nesting included, on the routes that parse JSON.
+  const jsonRequests = fc.sample(fc.tuple(jsonRoute, jsonBody, fc.constantFrom('application/json', 'application/json; charset=utf-8')), { numRuns: scale.fuzzRuns, seed: SEED + 4 })
+  await inBatches(jsonRequests.map(([p, b, type]) => async () => {
+    const o = await call(gw.url, p, { method: 'POST', headers: { 'content-type': type, 'x-api-secret': SECRET }, body: b, deadlineMs: DEADLINE_MS, dispatcher })
+    sent++
+    statuses.set(o.status, (statuses.get(o.status) ?? 0) + 1)
+    const what = `POST ${p.replace(KEY, '<key>')} body ${b.length}B ${b.slice(0, 80)}`
+    if (o.hung) note('hang (JSON)', what)
+    else if (o.status >= 500) note(`self-made ${o.status} (JSON)`, `${what} → ${o.body.slice(0, 160)}`)
   }), 8)
 
   // 2. Raw framing: pipelined requests, garbage, conflicting lengths, bad chunks, split writes.
