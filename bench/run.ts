@@ -11,7 +11,7 @@
  *
  * Every process it starts is stopped by its PID at the end, on failure and on SIGINT.
  */
-import { readFileSync, rmSync, writeFileSync, readdirSync, mkdirSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, writeFileSync, readdirSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { argFlag, argValue } from './lib/args.ts'
 import { coreBusy, coreTimes, cpuMicros, killAllSync, pinSelf, setNiceness, stopAll, stopProcess } from './lib/processes.ts'
@@ -56,6 +56,9 @@ if (unknown?.length) throw new Error(`--only: unknown target(s) ${unknown.join('
 const RATE_PROXIES: readonly TargetName[] = ['nginx', 'bare-undici', 'tollgate-empty']
 
 const wrk = wrkVersion()
+/** nginx is a comparison target only: without it that target is skipped, the rest still runs. */
+const NGINX = '/usr/sbin/nginx'
+const nginxPresent = existsSync(NGINX)
 const log = (line: string) => console.error(`[bench] ${line}`)
 
 async function load(url: string, seconds: number): Promise<LoadResult> {
@@ -99,6 +102,9 @@ async function main(): Promise<void> {
   scratch = dir
   const profileDir = join(dir, 'profiles')
   const wanted = (options.only ?? [...TARGET_NAMES]) as TargetName[]
+  // What the harness needs, found or not, in one line each; nothing is installed behind the operator's back.
+  log(`needs: Node (here ${process.version}); wrk: ${wrk ? `found (${wrk})` : 'absent, autocannon (bundled) measures instead; install it with `apt-get install wrk` for the published figures'}`)
+  log(`needs: nginx for the nginx comparison target: ${nginxPresent ? `found (${NGINX})` : 'absent, that target is skipped; install it with `apt-get install nginx`'}`)
   log(`machine: ${machine()}`)
   log(`layout: load generator + upstream on core ${LOAD_CORE}, system under test on core ${PROXY_CORE}; nice ${options.nice}; scratch ${dir}`)
   const targets: Target[] = []
@@ -117,6 +123,10 @@ async function main(): Promise<void> {
       separateTollgates: options.separateTollgates,
     }
     for (const name of wanted) {
+      if (name === 'nginx' && !nginxPresent) {
+        skipped.push(`${LABELS[name]}: skipped, ${NGINX} not found (apt-get install nginx)`)
+        continue
+      }
       if (name === 'tollgate-typical') {
         const missing = missingTypicalPlugins()
         if (missing.length) {

@@ -12,15 +12,14 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
-import { composeSchema } from './config/schema.ts'
 import { buildTable } from './table.ts'
 import { ConfigError, Gateway } from './gateway.ts'
 import { hashCredential } from './projects.ts'
 import { CoreMetrics } from './metrics.ts'
 import { reconcileUpstreams } from './http/upstreams.ts'
 import { createLogger } from './log.ts'
-import { builtinPlugins } from './plugin-registry.ts'
 import { usageCommand } from './usage-cli.ts'
+import { schemaCommand } from './schema-cli.ts'
 import { openSqliteStore } from './store/sqlite.ts'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -31,7 +30,8 @@ const HELP = `tollgate — an authenticated, credit-metered reverse proxy
 Usage:
   tollgate start [-c FILE]             run the gateway (default FILE: gateway.yaml)
   tollgate check [-c FILE]             parse, validate and dry-build the config; exit 1 on errors
-  tollgate schema                      print the composed JSON Schema of gateway.yaml
+  tollgate schema [-c FILE]            print the composed JSON Schema of gateway.yaml (with -c, the
+                                       custom plugins FILE names are included)
   tollgate hash-key KEY                print the hashed form of a key or secret for gateway.yaml
   tollgate usage [-c FILE] [--project ID] [--from ISO] [--to ISO] [--granularity hour|day]
                                        [--admin URL] [--token T]
@@ -128,8 +128,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'check':
       return check(file)
     case 'schema':
-      console.log(JSON.stringify(composeSchema([...(await builtinPlugins()).values()]), null, 2))
-      return 0
+      return schemaCommand(flags.get('config') || undefined)
     case 'hash-key':
       if (!rest[0]) {
         console.error('usage: tollgate hash-key KEY')

@@ -28,8 +28,17 @@ export interface GatewayProcess {
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>
 }
 
-/** `{{DIR}}` in the config text is replaced by the temp dir. */
-export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string } = {}): Promise<GatewayProcess> {
+/** Gateways still running; killed when the test process exits (a timed-out test never reaches its teardown). */
+const running = new Set<ChildProcess>()
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL')
+})
+
+/** `{{DIR}}` in the config text is replaced by the temp dir. `startTimeoutMs` bounds the wait for the start line (20 s). */
+export async function startGatewayProcess(
+  configText: string,
+  options: { env?: NodeJS.ProcessEnv; dir?: string; startTimeoutMs?: number } = {},
+): Promise<GatewayProcess> {
   const dir = options.dir ?? tempDir('tollgate-e2e-')
   const configFile = join(dir, 'gateway.yaml')
   const write = (text: string) => {
@@ -64,7 +73,13 @@ export async function startGatewayProcess(configText: string, options: { env?: N
       }
     })
   }
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  running.add(child)
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      running.delete(child)
+      resolve(code)
+    }),
+  )
   const waitFor = (pattern: RegExp, timeoutMs = 20000) =>
     new Promise<string>((resolve, reject) => {
       const found = output.find((line) => pattern.test(line))
@@ -78,7 +93,7 @@ export async function startGatewayProcess(configText: string, options: { env?: N
     })
   let started: { address: string; admin: string }
   try {
-    started = JSON.parse(await waitFor(/tollgate started/))
+    started = JSON.parse(await waitFor(/tollgate started/, options.startTimeoutMs))
   } catch (error) {
     // Never leave a gateway behind when it did not come up as expected.
     child.kill('SIGKILL')
