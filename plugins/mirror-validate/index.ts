@@ -37,6 +37,16 @@ export interface MirrorValidateConfig {
 /** ctx.state key response-cache reads for a class TTL (see its README). */
 const CACHE_TTL_STATE = 'cache.ttlSeconds'
 
+/** The API path's segments from the route's rewrite (`/*rest`, `/contracts/results/:id/opcodes`) and the request's params. */
+function apiSegments(rewrite: string): (params: Readonly<Record<string, string>>) => string[] {
+  const parts = rewrite.split('/').filter(Boolean)
+  return (params) =>
+    parts.flatMap((part) => {
+      if (part.startsWith('*')) return params[part.slice(1)] ? params[part.slice(1)].split('/') : []
+      return part.startsWith(':') ? [params[part.slice(1)] ?? ''] : [part]
+    })
+}
+
 function refuse(rejection: { status: number; messages: { message: string; detail?: string }[] }): never {
   const code = rejection.status === 404 ? 'not_found' : 'invalid_parameter'
   const message = rejection.messages.map((m) => (m.detail ? `${m.message}: ${m.detail}` : m.message)).join('; ')
@@ -110,12 +120,11 @@ const mirrorValidate: PluginDefinition<MirrorValidateConfig> = {
       }
     }
     if (route === 'auto') {
-      const rest = init.route.path.split('/').at(-1)!
-      if (!rest.startsWith('*')) throw new Error(`route auto needs a path ending in a catch-all (e.g. /ledger/mainnet/api/v1/*rest), and ${init.route.path} has none`)
-      const param = rest.slice(1)
+      if (!init.route.rewrite) throw new Error('route auto needs the route\'s `rewrite`: the path below the mirror\'s /api/v1 (e.g. /*rest)')
+      const segmentsOf = apiSegments(init.route.rewrite)
       return {
         request(ctx: RequestContext) {
-          const segments = ctx.params[param] === '' ? [] : ctx.params[param].split('/')
+          const segments = segmentsOf(ctx.params)
           const { operation, rejection } = checkMirrorOperation(ctx.method, segments, ctx.query, options)
           if (rejection) refuse(rejection)
           const ttl = config.cacheSeconds[operation!.cache]
