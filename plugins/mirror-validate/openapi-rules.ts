@@ -181,6 +181,10 @@ export function validateOperation(match: OperationMatch, query: URLSearchParams,
   if (fromPath) return fromPath
   const outcome = checkAsFilters(params, accepted, checks)
   if (outcome.messages.length > 0) return reject(...outcome.messages)
+  // The filter builder's dependency check, after the values passed.
+  if (params.has('transaction.index') && !params.has('block.number') && !params.has('block.hash')) {
+    return reject('Invalid parameter usage: transaction.index - transaction.index requires block.number or block.hash filter to be specified')
+  }
   return operation.bounds ? boundRejection(outcome.filters, operation.bounds) : null
 }
 

@@ -57,7 +57,10 @@ t.test('handlers stricter or looser than the document', async (t) => {
   t.same(messages('/network/supply?foo=1'), [])
   t.same(messages('/blocks?foo=1&limit=0'), ['Invalid parameter: limit', 'Unknown query parameter: foo'])
   t.same(messages('/network/nodes?node.id=x&limit=0'), ['Invalid parameter: node.id', 'Invalid parameter: limit'])
-  // Topic filters are eq only; transaction.index needs eq.
+  // transaction.index needs a block filter beside it.
+  t.same(messages('/contracts/results?transaction.index=1'), ['Invalid parameter usage: transaction.index - transaction.index requires block.number or block.hash filter to be specified'])
+  t.same(messages('/contracts/results?transaction.index=1&block.number=5'), [])
+  // Topic filters are eq only.
   t.same(messages('/contracts/results/logs?topic0=gt:0xab'), ['Invalid parameter: topic0'])
 })
 
