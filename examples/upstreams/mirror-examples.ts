@@ -27,7 +27,10 @@ export function exampleOf(doc: Doc, raw: unknown, depth = 0): unknown {
   if (!schema || depth > 12) return null
   if (schema.example !== undefined) return schema.example
   if (Array.isArray(schema.allOf)) {
-    return Object.assign({}, ...schema.allOf.map((part: unknown) => exampleOf(doc, part, depth + 1)).filter((v: unknown) => v && typeof v === 'object'))
+    // Parts that only add a description give null; a scalar part (a timestamp) is the value itself.
+    const parts = schema.allOf.map((part: unknown) => exampleOf(doc, part, depth + 1)).filter((v: unknown) => v !== null)
+    const scalar = parts.find((v: unknown) => typeof v !== 'object' || Array.isArray(v))
+    return scalar !== undefined ? scalar : Object.assign({}, ...parts)
   }
   const alternatives = schema.oneOf ?? schema.anyOf
   if (Array.isArray(alternatives)) return exampleOf(doc, alternatives[0], depth + 1)
