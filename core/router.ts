@@ -102,10 +102,19 @@ export class Router<T> {
 
   /** Matches a normalised path. Throws 404 (no path) or 405 with `Allow` (path, other method). */
   match(method: string, segments: readonly string[]): RouteMatch<T> {
-    const params: Record<string, string> = {}
+    let params: Record<string, string> = {}
     const byMethod = this.#walk(this.#root, segments, 0, params)
     if (!byMethod) throw errors.notFound('no route for this path')
-    const value = byMethod.get(method)
+    let value = byMethod.get(method)
+    if (value === undefined) {
+      // A less specific pattern may take this method (a catch-all beside a POST-only static path).
+      const withMethod: Record<string, string> = {}
+      const other = this.#walk(this.#root, segments, 0, withMethod, method)
+      if (other) {
+        value = other.get(method)
+        params = withMethod
+      }
+    }
     if (value === undefined) {
       const allow = [...byMethod.keys()].join(', ')
       const error = errors.methodNotAllowed(`method ${method} is not allowed here; allowed: ${allow}`, { headers: { allow } })
@@ -116,10 +125,12 @@ export class Router<T> {
     return { value, params }
   }
 
-  #walk(node: TrieNode<T>, segments: readonly string[], i: number, params: Record<string, string>): Map<string, T> | undefined {
+  /** The most specific route table for the path; with `method`, the most specific one that has it. */
+  #walk(node: TrieNode<T>, segments: readonly string[], i: number, params: Record<string, string>, method?: string): Map<string, T> | undefined {
+    const fits = (byMethod: Map<string, T>) => (method === undefined ? byMethod.size > 0 : byMethod.has(method))
     if (i === segments.length) {
-      if (node.byMethod.size) return node.byMethod
-      if (node.rest) {
+      if (fits(node.byMethod)) return node.byMethod
+      if (node.rest && fits(node.rest.byMethod)) {
         params[node.rest.name] = ''
         return node.rest.byMethod
       }
@@ -128,17 +139,17 @@ export class Router<T> {
     const segment = segments[i]
     const viaStatic = node.statics.get(segment)
     if (viaStatic) {
-      const found = this.#walk(viaStatic, segments, i + 1, params)
+      const found = this.#walk(viaStatic, segments, i + 1, params, method)
       if (found) return found
     }
     if (node.param) {
-      const found = this.#walk(node.param.node, segments, i + 1, params)
+      const found = this.#walk(node.param.node, segments, i + 1, params, method)
       if (found) {
         params[node.param.name] = segment
         return found
       }
     }
-    if (node.rest) {
+    if (node.rest && fits(node.rest.byMethod)) {
       params[node.rest.name] = segments.slice(i).join('/')
       return node.rest.byMethod
     }

@@ -15,6 +15,7 @@ import type { Ajv } from 'ajv'
 import { ConfigSource, type ConfigIssue, type ConfigPath } from './source.ts'
 import { coreSchema, projectSchema } from './schema.ts'
 import { compileOnce, createConfigAjv, explain } from './ajv-messages.ts'
+import { expandRoutes, unusedInName } from './each.ts'
 import { builtinPlugins, loadCustomPlugin } from '../plugin-registry.ts'
 import { collectErrorFormats } from '../error-format.ts'
 import type { JsonSchema, PluginDefinition } from '../plugin.ts'
@@ -84,15 +85,22 @@ function pluginEntries(
 }
 
 function crossCheck(source: ConfigSource, config: GatewayConfig, rawRoutes: any[], formats: Set<string>): void {
+  rawRoutes.forEach((route, i) => {
+    const unused = unusedInName(route)
+    if (unused.length) source.issue(['routes', i, 'name'], `must use every \`each\` variable (${unused.map((v) => `{${v}}`).join(', ')}), so the expanded routes get distinct names`)
+  })
   config.unmatched.forEach((entry, i) => {
     if (!formats.has(entry.errorFormat)) source.issue(['unmatched', i, 'errorFormat'], `unknown error format "${entry.errorFormat}" (known: ${[...formats].join(', ')})`)
   })
-  const names = new Set<string>()
-  config.routes.forEach((route, i) => {
-    const at = ['routes', i]
-    if (names.has(route.name)) source.issue([...at, 'name'], `duplicate route name "${route.name}"`)
-    names.add(route.name)
-    if (!route.upstream === !rawRoutes[i].handler) source.issue(at, 'a route needs exactly one of `upstream` or `handler`')
+  const names = new Map<string, unknown>()
+  config.routes.forEach((route) => {
+    const at = route.configPath
+    if (/[{}]/.test(route.name)) source.issue([...at, 'name'], `"${route.name}" has braces that name no \`each\` variable`)
+    // Copies of one template sharing a name were reported above, by unusedInName.
+    else if (names.has(route.name) && names.get(route.name) !== at[1]) source.issue([...at, 'name'], `duplicate route name "${route.name}"`)
+    names.set(route.name, at[1])
+    const hasHandler = rawRoutes[at[1] as number].handler !== undefined
+    if (!route.upstream === !hasHandler) source.issue(at, 'a route needs exactly one of `upstream` or `handler`')
     if (route.upstream && !config.upstreams[route.upstream]) source.issue([...at, 'upstream'], `unknown upstream "${route.upstream}"`)
     if (!formats.has(route.errorFormat)) source.issue([...at, 'errorFormat'], `unknown error format "${route.errorFormat}" (known: ${[...formats].join(', ')})`)
     const params = new Set((route.path.match(/[:*][A-Za-z0-9_]+/g) ?? []).map((p) => p.slice(1)))
@@ -131,7 +139,8 @@ export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.
   }
 
   const { projects, extra } = loadProjects(source, ajv, raw, env)
-  const routes: RouteConfig[] = raw.routes.map((route: any, i: number) => ({
+  // Route templates (`each`) become ordinary routes here; errors point at the template's block.
+  const routes: RouteConfig[] = expandRoutes(raw.routes).map(({ route, index: i }: { route: any; index: number }) => ({
     ...route,
     configPath: ['routes', i],
     handler: route.handler ? pluginEntries(source, ajv, plugins, [route.handler], ['routes', i, 'handler'])[0] : undefined,

@@ -56,7 +56,11 @@ const route: JsonSchema = {
   required: ['name', 'path'],
   description: 'A route: method + path pattern, a plugin chain and a target (upstream or handler plugin).',
   properties: {
-    name: { type: 'string', pattern: '^[a-zA-Z0-9_.:-]+$', description: 'Unique name; used as the metrics label and in logs.' },
+    name: {
+      type: 'string',
+      pattern: '^[a-zA-Z0-9_.:{}-]+$',
+      description: 'Unique name; used as the metrics label and in logs. `{var}` names an `each` variable.',
+    },
     methods: {
       type: 'array',
       minItems: 1,
@@ -87,6 +91,21 @@ const route: JsonSchema = {
       description: 'Cap on an upstream body buffered for response-body plugins; past it the answer is 502.',
     },
     plugins: { type: 'array', items: pluginEntry, default: [], description: 'Plugins of this route, on top of the global ones.' },
+    each: {
+      type: 'object',
+      minProperties: 1,
+      propertyNames: { pattern: '^[A-Za-z][A-Za-z0-9_]*$' },
+      additionalProperties: {
+        type: 'array',
+        minItems: 1,
+        uniqueItems: true,
+        items: { type: 'string', pattern: '^[A-Za-z0-9_.-]+$' },
+      },
+      description:
+        'Route template: one route per combination of these variables\' values, e.g. `{ network: [mainnet, testnet] }`. ' +
+        'Every `{network}` in the route\'s strings (name, path, rewrite, upstream, plugin configs) becomes the value; ' +
+        'the name must use every variable so the routes get distinct names.',
+    },
   },
 }
 

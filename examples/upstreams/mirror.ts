@@ -1,7 +1,8 @@
 /**
- * A stand-in Hiero mirror node for local runs and tests. It serves the eight REST routes the
- * gateway proxies under `/api/v1/...`, exactly where the real node serves them, from a small
- * deterministic fixture ledger (see mirror-fixture.ts), with the real node's
+ * A stand-in Hiero mirror node for local runs and tests. It serves every GET route of the node's
+ * REST API under `/api/v1/...`, exactly where the real node serves them: the eight main ones from a
+ * small deterministic fixture ledger (see mirror-fixture.ts), the others with the example bodies of
+ * the pinned OpenAPI document (mirror-examples.ts) after the node's own validation; with the real node's
  * - 400 answers: same texts, order and `{"_status":{"messages":[...]}}` shape (it runs the
  *   gateway's own mirror rules in the real node's mode, which caps `limit` above 100);
  * - 404 `Not found` for unknown ids and routes (rest-java's shape for `/topics/{id}`);
@@ -19,6 +20,77 @@ import { checkMirrorRequest } from '../../plugins/mirror-validate/rules.ts'
 import { MIRROR_ROUTES, matchMirrorPath } from '../../plugins/mirror-validate/routes.ts'
 import { buildLedger, type MirrorLedger, type MirrorNetwork } from './mirror-fixture.ts'
 import { MIRROR_HANDLERS } from './mirror-handlers.ts'
+import { checkMirrorOperation } from '../../plugins/mirror-validate/operation-check.ts'
+import { checkContractCall } from '../../plugins/mirror-validate/contract-call.ts'
+import type { ResolvedOperation } from '../../plugins/mirror-validate/openapi-routes.ts'
+import { createRequire } from 'node:module'
+
+/** Example 200 bodies per operation, from the pinned OpenAPI (mirror-examples.ts). */
+const EXAMPLES = createRequire(import.meta.url)('./mirror-examples.json') as Record<string, Record<string, unknown>>
+
+/** The node's `response.headers.path` table (rest/config/application.yml, v0.160); default max-age=1. */
+const CACHE_CONTROL: Record<string, string> = {
+  getAccounts: 'public, max-age=10',
+  getAccount: 'public, max-age=2',
+  getStakingRewards: 'public, max-age=60',
+  getBlock: 'public, max-age=600',
+  getContracts: 'public, max-age=10',
+  getContractResultByIdAndTimestamp: 'public, max-age=600',
+  getContractsResults: 'public, max-age=10',
+  getContractsLogs: 'public, max-age=10',
+  getContractResultByTransactionIdOrHash: 'public, max-age=600',
+  getContractActions: 'public, max-age=600',
+  getSchedules: 'public, max-age=10',
+  getTokens: 'public, max-age=10',
+  getToken: 'public, max-age=5',
+  getTopicMessageByIdAndSequenceNumber: 'public, max-age=600',
+  getTopicMessageByTimestamp: 'public, max-age=600',
+  getTransactions: 'public, max-age=2',
+  getTransaction: 'public, max-age=600',
+}
+
+/** Cursor keys the node pages on, and a value each accepts, in the order they are tried. */
+const CURSORS: [string, string][] = [
+  ['timestamp', 'lt:1700000000.000000000'], ['account.id', 'gt:0.0.1001'], ['token.id', 'gt:0.0.1001'],
+  ['spender.id', 'gt:0.0.1001'], ['serialnumber', 'gt:1'], ['contract.id', 'gt:0.0.1001'], ['schedule.id', 'gt:0.0.1001'],
+  ['node.id', 'gt:1'], ['registerednode.id', 'gt:1'], ['index', 'gt:1'], ['slot', 'gt:0x1'], ['block.number', 'lt:100'],
+  ['hook.id', 'gt:1'], ['key', 'gt:0x1'], ['sequencenumber', 'gt:1'],
+]
+
+/** web3's `/contracts/call`: its validation, then a 32-byte result (no EVM runs here). */
+function contractCall(raw: Buffer): Answer {
+  let json: unknown
+  try {
+    json = JSON.parse(raw.toString('utf8'))
+  } catch {
+    return { status: 400, body: { _status: { messages: [{ message: 'Bad Request', detail: 'Unable to read the request body', data: '' }] } }, headers: {} }
+  }
+  const rejection = checkContractCall(json)
+  if (rejection) return { status: rejection.status, body: { _status: { messages: rejection.messages } }, headers: {} }
+  return { status: 200, body: { result: '0x' + '0'.repeat(63) + '1' }, headers: {} }
+}
+
+/**
+ * A page of an operation the fixture ledger does not model: its example body, `links` last (as the
+ * node writes it) with one next page on the operation's cursor, then `null`.
+ */
+function exampleAnswer(operation: ResolvedOperation, url: URL): Answer {
+  const example = EXAMPLES[operation.operationId] ?? {}
+  const headers: Record<string, string> = { 'cache-control': CACHE_CONTROL[operation.operationId] ?? 'public, max-age=1' }
+  if (!('links' in example)) return { status: 200, body: example, headers }
+  const { links: _links, ...rest } = example
+  const cursor = CURSORS.find(([key]) => operation.query.has(key))
+  let next: string | null = null
+  if (cursor && !url.searchParams.has(cursor[0])) {
+    const query = new URLSearchParams(url.searchParams)
+    query.set('limit', query.get('limit') ?? '25')
+    query.append(cursor[0], cursor[1])
+    // The node leaves `:` of operators unescaped in its links.
+    next = `${url.pathname}?${[...query].map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v).replace(/%3A/g, ':')}`).join('&')}`
+    headers.link = `<${next}>; rel="next"`
+  }
+  return { status: 200, body: { ...rest, links: { next } }, headers }
+}
 
 export interface RecordedRequest {
   method: string
@@ -66,12 +138,29 @@ function notFound(): Answer {
   return { status: 404, body: { _status: { messages: [{ message: 'Not found' }] } }, headers: {} }
 }
 
-function answer(ledger: MirrorLedger, method: string, rawUrl: string): Answer {
+function answer(ledger: MirrorLedger, method: string, rawUrl: string, body: Buffer): Answer {
   const url = new URL(rawUrl, 'http://stand-in')
+  if (method === 'POST' && url.pathname === API_PREFIX + '/contracts/call') return contractCall(body)
+  if (method === 'POST' && url.pathname === API_PREFIX + '/network/fees') {
+    const { rejection } = checkMirrorOperation(method, ['network', 'fees'], url.searchParams, {})
+    if (rejection) return { status: rejection.status, body: { _status: { messages: rejection.messages } }, headers: {} }
+    return { status: 200, body: EXAMPLES.estimateFees ?? {}, headers: {} }
+  }
   // Express answers only GET (and HEAD) on these routes; anything else falls through to Not found.
   if ((method !== 'GET' && method !== 'HEAD') || !url.pathname.startsWith(API_PREFIX + '/')) return notFound()
   const match = matchMirrorPath(url.pathname.slice(API_PREFIX.length))
-  if (!match) return notFound()
+  if (!match) {
+    // The rest of the API: the node's validation, then the OpenAPI example of the answer.
+    let segments: string[]
+    try {
+      segments = url.pathname.slice(API_PREFIX.length + 1).split('/').map(decodeURIComponent)
+    } catch {
+      return notFound()
+    }
+    const { operation, rejection } = checkMirrorOperation(method, segments, url.searchParams, { limitAboveMax: 'cap' })
+    if (rejection) return { status: rejection.status, body: { _status: { messages: rejection.messages } }, headers: {} }
+    return exampleAnswer(operation!, url)
+  }
   const pathParams: Record<string, string> = match.id === undefined ? {} : { id: match.id }
   const rejection = checkMirrorRequest(match.route, pathParams, url.searchParams, { limitAboveMax: 'cap' })
   if (rejection) return { status: rejection.status, body: { _status: { messages: rejection.messages } }, headers: {} }
@@ -113,15 +202,18 @@ export async function startMirror(options: MirrorStandInOptions = {}): Promise<M
     const method = req.method ?? 'GET'
     const rawUrl = req.url ?? '/'
     requests.push({ method, path: rawUrl, headers: { ...req.headers } })
-    req.resume()
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
     const send = () => {
-      const { status, body, headers } = answer(ledger, method, rawUrl)
+      const { status, body, headers } = answer(ledger, method, rawUrl, Buffer.concat(chunks))
       const text = JSON.stringify(body)
       res.writeHead(status, { ...headers, 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) })
       res.end(method === 'HEAD' ? undefined : text)
     }
-    if (standIn.latencyMs > 0) setTimeout(send, standIn.latencyMs)
-    else send()
+    req.on('end', () => {
+      if (standIn.latencyMs > 0) setTimeout(send, standIn.latencyMs)
+      else send()
+    })
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)

@@ -6,7 +6,10 @@
  * - key order is JavaScript object order: array-index keys (`0`, `17`) first, ascending, then the
  *   others in order of first appearance; this order decides the order of error messages;
  * - keys named like `Object.prototype` members (`constructor`, `toString`) are dropped by qs;
- * - `key[]` and `key[3]` are qs array syntax for `key`;
+ * - `key[]` and `key[3]` (index up to 100) are qs array syntax for `key`; any other `key[x]` makes
+ *   `key` an object, which the node's filter builder cannot read (it answers 500): the gateway answers
+ *   400 `Invalid parameter: key` instead; `key[x][y]` is deeper than the node's qs depth of 1, which
+ *   it refuses with 400 `Input depth exceeded depth option of 1 and strictDepth is true`;
  * - `order` and `result` values are lower-cased (the mirror canonicalises exactly these two).
  */
 
@@ -29,7 +32,25 @@ export const MAX_REPEATED_VALUES = 100
 const MAX_PARAMETERS = 1000
 
 const CANONICAL_LOWER_CASE = new Set(['order', 'result'])
-const ARRAY_SUFFIX = /\[\d*\]$/
+/** qs's bracket groups after the root of a key. */
+const BRACKETS = /\[([^[\]]*)\]/g
+const DEPTH_EXCEEDED = 'Input depth exceeded depth option of 1 and strictDepth is true'
+
+type KeyShape = { root: string; kind: 'plain' | 'array' | 'object' | 'too-deep' }
+
+/** How qs (depth 1, arrayLimit 100, strictDepth) reads a raw key. */
+function keyShape(rawKey: string): KeyShape {
+  const open = rawKey.indexOf('[')
+  // qs keeps a key whose first bracket starts it as a plain key.
+  if (open <= 0) return { root: rawKey, kind: 'plain' }
+  const groups = [...rawKey.slice(open).matchAll(BRACKETS)]
+  if (groups.length === 0) return { root: rawKey, kind: 'plain' }
+  const root = rawKey.slice(0, open)
+  if (groups.length > 1) return { root, kind: 'too-deep' }
+  const inner = groups[0][1]
+  const isIndex = inner === '' || (/^(0|[1-9]\d*)$/.test(inner) && Number(inner) <= MAX_REPEATED_VALUES)
+  return { root, kind: isIndex ? 'array' : 'object' }
+}
 
 function isArrayIndex(key: string): boolean {
   return /^(0|[1-9]\d*)$/.test(key) && Number(key) < 2 ** 32 - 1
@@ -48,13 +69,28 @@ function inObjectOrder<T>(map: Map<string, T>): Map<string, T> {
  * lower-cased keys in the mirror's key order, prototype-named keys dropped, `order` and `result`
  * values lower-cased. Returns the groups and how many raw pairs the query had per raw key.
  */
-export function groupMirrorQuery(query: URLSearchParams): { params: Map<string, string[]>; rawCounts: number[]; total: number } {
+export function groupMirrorQuery(query: URLSearchParams): {
+  params: Map<string, string[]>
+  rawCounts: number[]
+  total: number
+  /** Lower-cased keys qs turned into objects (`key[x]=`), in query order. */
+  nested: string[]
+  /** A key deeper than qs's depth 1 (`key[x][y]=`). */
+  tooDeep: boolean
+} {
   const raw = new Map<string, string[]>()
+  const nested: string[] = []
+  let tooDeep = false
   let total = 0
   for (const [rawKey, value] of query) {
     total++
-    const key = rawKey.replace(ARRAY_SUFFIX, '')
+    const { root: key, kind } = keyShape(rawKey)
     if (key === '' || Object.prototype.hasOwnProperty.call(Object.prototype, key)) continue
+    if (kind === 'too-deep') tooDeep = true
+    if (kind === 'object' || kind === 'too-deep') {
+      if (!nested.includes(key.toLowerCase())) nested.push(key.toLowerCase())
+      continue
+    }
     const values = raw.get(key) ?? []
     values.push(value)
     raw.set(key, values)
@@ -65,7 +101,7 @@ export function groupMirrorQuery(query: URLSearchParams): { params: Map<string, 
     const canonical = CANONICAL_LOWER_CASE.has(lower) ? values.map((v) => v.toLowerCase()) : values
     params.set(lower, [...(params.get(lower) ?? []), ...canonical])
   }
-  return { params: inObjectOrder(params), rawCounts: [...raw.values()].map((v) => v.length), total }
+  return { params: inObjectOrder(params), rawCounts: [...raw.values()].map((v) => v.length), total, nested, tooDeep }
 }
 
 /**
@@ -73,13 +109,16 @@ export function groupMirrorQuery(query: URLSearchParams): { params: Map<string, 
  * @example parseMirrorQuery(new URLSearchParams('Limit=5&order=DESC')).params // Map { 'limit' => ['5'], 'order' => ['desc'] }
  */
 export function parseMirrorQuery(query: URLSearchParams): ParsedMirrorQuery {
-  const { params, rawCounts, total } = groupMirrorQuery(query)
+  const { params, rawCounts, total, nested, tooDeep } = groupMirrorQuery(query)
   if (total > MAX_PARAMETERS) {
     return { params: new Map(), parseError: `Parameter limit exceeded. Only ${MAX_PARAMETERS} parameters allowed.` }
   }
   if (rawCounts.some((count) => count > MAX_REPEATED_VALUES)) {
     return { params: new Map(), parseError: `Array limit exceeded. Only ${MAX_REPEATED_VALUES} elements allowed in an array.` }
   }
+  if (tooDeep) return { params: new Map(), parseError: DEPTH_EXCEEDED }
+  // The node's filter builder throws on the first object value (a 500 there); a client mistake is a 400 here.
+  if (nested.length > 0) return { params: new Map(), parseError: `Invalid parameter: ${nested[0]}` }
   return { params }
 }
 

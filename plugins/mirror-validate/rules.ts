@@ -30,6 +30,8 @@ export interface MirrorMessage {
   message: string
   /** rest-java (`/topics/{id}`) puts the explanation here and the reason phrase in `message`. */
   detail?: string
+  /** web3 (`/contracts/call`) adds the revert data, empty for a validation error. */
+  data?: string
 }
 
 /** How the real node would refuse a request. */
@@ -167,7 +169,8 @@ export function checkMirrorRequest(
 // One check per limit setting (they come from config), so the checks tables built on it are reused.
 const limitChecks = new Map<string, ValueCheck>()
 
-function limitCheck(options: MirrorValidationOptions): ValueCheck {
+/** The `limit` value check for these options (one per setting, reused). */
+export function limitCheck(options: MirrorValidationOptions): ValueCheck {
   const key = `${options.maxLimit ?? 100}\n${options.limitAboveMax === 'cap'}`
   let check = limitChecks.get(key)
   if (check === undefined) {

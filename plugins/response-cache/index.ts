@@ -45,6 +45,12 @@ export interface ResponseCacheConfig {
 }
 
 const STATE = 'response-cache'
+/**
+ * ctx.state key a plugin ahead of the cache (priority > 600) may set to the seconds this answer may
+ * be kept, instead of the upstream's max-age: mirror-validate sets it per route class (a
+ * transaction by id is immutable). Still capped by maxTtlSeconds; 0 means do not store.
+ */
+export const CACHE_TTL_STATE = 'cache.ttlSeconds'
 /** ctx.state key the credit-meter reads for credits to give back (plugins brief convention). */
 const CREDITS_REFUND = 'credits.refund'
 /** Errors of the leader's upstream call that its followers get as well. */
@@ -192,7 +198,10 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
         let answer: StoredAnswer | undefined
         if (response && !ctx.error && ctx.upstreamStatus !== undefined && isShareable(response.headers)) {
           answer = storedAnswer(response, state.key)
-          const seconds = response.status === 200 ? freshSeconds(response.headers, config.maxTtlSeconds) : 0
+          const classTtl = ctx.state.get(CACHE_TTL_STATE)
+          const seconds = response.status !== 200 ? 0
+            : typeof classTtl === 'number' ? Math.min(classTtl, config.maxTtlSeconds)
+            : freshSeconds(response.headers, config.maxTtlSeconds)
           if (seconds > 0) store.entries.set(state.key, answer, { ttl: Math.min(seconds * 1000, ttlCapMs) })
         }
         state.flight?.settle(outcomeOf(ctx, answer))

@@ -67,3 +67,18 @@ t.test('conflicting definitions fail at build time', async (t) => {
   t.throws(() => new Router([{ methods: ['GET'], path: '/a/:x', value: 1 }, { methods: ['GET'], path: '/a/:y/b', value: 2 }]), /conflicts/)
   t.throws(() => new Router([{ methods: ['GET'], path: '/a/*rest/b', value: 1 }]), /last segment/)
 })
+
+t.test('a method the most specific pattern lacks falls to a less specific one that has it', async (t) => {
+  const mount = new Router([
+    { methods: ['GET'], path: '/m/*rest', value: 'reads' },
+    { methods: ['POST'], path: '/m/network/fees', value: 'estimate' },
+    { methods: ['POST'], path: '/m/contracts/:id/call', value: 'call' },
+  ])
+  const at = (method: string, path: string) => mount.match(method, normalisePath(path))
+  t.same(at('POST', '/m/network/fees'), { value: 'estimate', params: {} })
+  t.same(at('GET', '/m/network/fees'), { value: 'reads', params: { rest: 'network/fees' } }, 'GET reaches the catch-all')
+  t.same(at('HEAD', '/m/contracts/7/call'), { value: 'reads', params: { rest: 'contracts/7/call' } }, 'no param leaks from the POST route')
+  const refused = refusal(() => at('PUT', '/m/network/fees'))
+  t.equal(refused.status, 405, 'no pattern has the method: 405 names the most specific one')
+  t.equal(refused.headers?.allow, 'POST')
+})

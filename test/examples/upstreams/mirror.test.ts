@@ -156,9 +156,14 @@ t.test('errors: mirror shape, no cache-control', async (t) => {
   t.equal(bad.headers.get('content-type'), 'application/json; charset=utf-8')
   const capped = await get('/api/v1/accounts?limit=500')
   t.equal(capped.body.accounts.length, 60, 'the real node caps limit rather than refusing it')
-  for (const path of ['/api/v1/unknown', '/api/v1/accounts/0.0.1001/nfts', '/other']) {
+  for (const path of ['/api/v1/unknown', '/api/v1/accounts/0.0.1001/nope', '/other']) {
     t.same((await get(path)).body, { _status: { messages: [{ message: 'Not found' }] } }, path)
   }
+  // The rest of the API is served too (issue 19), with the node's validation first.
+  const nfts = await get('/api/v1/accounts/0.0.1001/nfts')
+  t.equal(nfts.status, 200)
+  t.ok(Array.isArray(nfts.body.nfts), 'an NFT list in the node\'s shape')
+  t.same((await get('/api/v1/accounts/0.0.1001/nfts?token.id=ne:1')).body, { _status: { messages: [{ message: 'Not equal (ne) operator is not supported for token.id' }] } })
   t.equal((await get('/api/v1/accounts', { method: 'POST', body: '{}' })).status, 404)
   const head = await fetch(`${mirror.url}/api/v1/tokens`, { method: 'HEAD' })
   t.equal(head.status, 200)
