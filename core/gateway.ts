@@ -28,6 +28,8 @@ import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
 import { openSqliteStore } from './store/sqlite.ts'
 import type { Store } from './store/types.ts'
+import { ProjectSettingsSync } from './project-settings.ts'
+import { settingsAdmin } from './settings-admin.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -59,6 +61,8 @@ export class Gateway {
   readonly log: Logger
   readonly metrics: CoreMetrics
   readonly store: Store
+  /** Keeps the table's projects equal to gateway.yaml + the store's run-time settings. */
+  readonly settingsSync: ProjectSettingsSync
   readonly #options: StartOptions
   #table: Table
   #upstreams: Map<string, UpstreamHandle>
@@ -70,8 +74,9 @@ export class Gateway {
   #debounce: NodeJS.Timeout | undefined
   readonly #deps: PipelineDeps
 
-  private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics) {
+  private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics, settingsSync: ProjectSettingsSync) {
     this.#options = options
+    this.settingsSync = settingsSync
     this.#table = table
     this.#upstreams = upstreams
     this.store = store
@@ -100,14 +105,22 @@ export class Gateway {
     const store = openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
     const recovered = await store.recoverPendingReservations()
     if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')
+    // The sync follows whichever table is in service; until the gateway exists that is the first one.
+    let inService: (() => Table) | undefined
+    const settingsSync = new ProjectSettingsSync(store.settings, log, () => inService?.())
+    await settingsSync.start()
     const { current: upstreams } = reconcileUpstreams(new Map(), config.upstreams)
-    const built = await buildTable(config, { log, metrics, store, upstreams, plugins: loaded.plugins, locate: loaded.locate })
+    const built = await buildTable(config, { log, metrics, store, upstreams, plugins: loaded.plugins, locate: loaded.locate, projectOverrides: settingsSync.snapshot.projects })
     if (!built.table) {
+      settingsSync.stop()
       await Promise.allSettled([...upstreams.values()].map((u) => u.pool.close()))
       await store.close()
       throw new ConfigError(built.issues.map(formatIssue))
     }
-    const gateway = new Gateway(options, config, built.table, upstreams, store, log, metrics)
+    const gateway = new Gateway(options, config, built.table, upstreams, store, log, metrics, settingsSync)
+    inService = () => gateway.#table
+    // A change that landed while the table was being built.
+    settingsSync.apply(built.table.projects, built.table.seedProjects)
     metrics.configLoaded(config.hash)
     metrics.reloads.inc({ result: 'success' })
     await gateway.#listen(config)
@@ -167,6 +180,7 @@ export class Gateway {
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
+      settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
@@ -197,7 +211,15 @@ export class Gateway {
       if (!loaded.config) return this.#reloadFailed(loaded.issues.map(formatIssue), reason)
       if (loaded.config.hash === this.#table.config.hash) return { ok: true, issues: [] }
       const { current, retired } = reconcileUpstreams(this.#upstreams, loaded.config.upstreams)
-      const built = await buildTable(loaded.config, { log: this.log, metrics: this.metrics, store: this.store, upstreams: current, plugins: loaded.plugins, locate: loaded.locate })
+      const built = await buildTable(loaded.config, {
+        log: this.log,
+        metrics: this.metrics,
+        store: this.store,
+        upstreams: current,
+        plugins: loaded.plugins,
+        locate: loaded.locate,
+        projectOverrides: this.settingsSync.snapshot.projects,
+      })
       if (!built.table) {
         for (const handle of current.values()) if (this.#upstreams.get(handle.name) !== handle) void handle.pool.close()
         return this.#reloadFailed(built.issues.map(formatIssue), reason)
@@ -207,6 +229,8 @@ export class Gateway {
       this.#upstreams.clear()
       for (const [name, handle] of current) this.#upstreams.set(name, handle)
       this.#table = built.table
+      // Settings read while the new table was being built.
+      this.settingsSync.apply(built.table.projects, built.table.seedProjects)
       previous.retired = true
       if (previous.inFlight === 0) void closeTable(previous)
       setTimeout(() => retired.forEach((handle) => void handle.pool.close()), previous.config.server.drainTimeoutMs).unref()
@@ -241,6 +265,7 @@ export class Gateway {
     }
     this.#server.closeAllConnections()
     await closed
+    this.settingsSync.stop()
     await closeTable(this.#table)
     await Promise.allSettled([...this.#upstreams.values()].map((u) => u.pool.close()))
     await new Promise<void>((done) => {
