@@ -80,6 +80,7 @@ export class SettingsConflict extends Error {
   readonly code: 'project_exists' | 'key_exists'
   constructor(code: 'project_exists' | 'key_exists', message: string) {
     super(message)
+    this.name = 'SettingsConflict'
     this.code = code
   }
 }
