@@ -46,10 +46,20 @@ export interface StartOptions {
   port?: number
   adminPort?: number
   host?: string
+  /** Override the admin listener's host (a worker's private admin listener is on loopback). */
+  adminHost?: string
   /** Capture logs (tests). */
   logDestination?: NodeJS.WritableStream
   /** Watch the config file for changes (default: the config's `watch`). */
   watch?: boolean
+  /** Use this store instead of opening the config's (a cluster worker's proxy to the primary's store). */
+  store?: Store
+  /**
+   * Run as one worker of `tollgate start --workers`: the public listener is shared through
+   * node:cluster, the admin listener is this worker's own (exclusive, so the primary can reach each
+   * worker), and the start line reads `tollgate worker started`.
+   */
+  worker?: boolean
 }
 
 export interface ReloadResult {
@@ -102,7 +112,7 @@ export class Gateway {
     const config = loaded.config
     const log = createLogger({ level: config.log.level, destination: options.logDestination })
     const metrics = new CoreMetrics()
-    const store = openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
+    const store = options.store ?? openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
     const recovered = await store.recoverPendingReservations()
     if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')
     // The sync follows whichever table is in service; until the gateway exists that is the first one.
@@ -125,7 +135,10 @@ export class Gateway {
     metrics.reloads.inc({ result: 'success' })
     await gateway.#listen(config)
     if (options.watch ?? config.watch) gateway.#watch(config)
-    log.info({ address: gateway.address, admin: gateway.adminAddress, routes: built.table.routes.length, hash: config.hash.slice(0, 16) }, 'tollgate started')
+    log.info(
+      { address: gateway.address, admin: gateway.adminAddress, routes: built.table.routes.length, hash: config.hash.slice(0, 16) },
+      options.worker ? 'tollgate worker started' : 'tollgate started',
+    )
     return gateway
   }
 
@@ -184,7 +197,7 @@ export class Gateway {
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
-    await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.host ?? config.admin.listen.host)
+    await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.adminHost ?? this.#options.host ?? config.admin.listen.host, this.#options.worker)
   }
 
   #watch(config: GatewayConfig): void {
@@ -278,10 +291,11 @@ export class Gateway {
   }
 }
 
-function listen(server: Server, port: number, host: string): Promise<void> {
+/** `exclusive`: in a cluster worker, bind a port of its own instead of sharing the primary's handle. */
+function listen(server: Server, port: number, host: string, exclusive = false): Promise<void> {
   return new Promise((resolveListen, reject) => {
     server.once('error', reject)
-    server.listen(port, host, () => {
+    server.listen({ port, host, exclusive }, () => {
       server.off('error', reject)
       resolveListen()
     })

@@ -29,7 +29,11 @@ export interface GatewayProcess {
 }
 
 /** `{{DIR}}` in the config text is replaced by the temp dir. */
-export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string } = {}): Promise<GatewayProcess> {
+/** `args` are appended to `start -c FILE` (e.g. `['--workers', '2']`); `startTimeoutMs` bounds the wait for the start line (20 s). */
+export async function startGatewayProcess(
+  configText: string,
+  options: { env?: NodeJS.ProcessEnv; dir?: string; args?: string[]; startTimeoutMs?: number } = {},
+): Promise<GatewayProcess> {
   const dir = options.dir ?? tempDir('tollgate-e2e-')
   const configFile = join(dir, 'gateway.yaml')
   const write = (text: string) => {
@@ -38,7 +42,7 @@ export async function startGatewayProcess(configText: string, options: { env?: N
     renameSync(configFile + '.tmp', configFile)
   }
   write(configText)
-  const child = spawn(process.execPath, [BIN, 'start', '-c', configFile], {
+  const child = spawn(process.execPath, [BIN, 'start', '-c', configFile, ...(options.args ?? [])], {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -78,7 +82,7 @@ export async function startGatewayProcess(configText: string, options: { env?: N
     })
   let started: { address: string; admin: string }
   try {
-    started = JSON.parse(await waitFor(/tollgate started/))
+    started = JSON.parse(await waitFor(/tollgate started/, options.startTimeoutMs))
   } catch (error) {
     // Never leave a gateway behind when it did not come up as expected.
     child.kill('SIGKILL')
