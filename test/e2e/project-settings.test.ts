@@ -6,13 +6,16 @@
  * the field; every change is audited with its actor; no key or hash appears in an answer or log.
  */
 import t from 'tap'
+import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { promisify } from 'node:util'
 import { request } from 'undici'
 import { hashCredential } from '../../core/projects.ts'
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
+import { BIN, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 import { tempDir } from '../helpers/temp.ts'
 
+const run = promisify(execFile)
 const fresh = (name: string) => `tk_${name}_${randomBytes(12).toString('hex')}`
 const KEY = { acme: fresh('acme'), other: fresh('other'), byHash: fresh('byhash') }
 const ADMIN_TOKEN = fresh('admin')
@@ -168,6 +171,8 @@ t.test('settings changed through the admin API are enforced on the next request'
     const key = record(await adminCall(gw, 'POST', '/admin/projects/newco/keys', { label: 'main' }))
     t.equal((await proveBatch(gw, key.json.key)).status, 200)
     t.equal((await prove(gw, key.json.key)).status, 200)
+    const usage = await run(process.execPath, [BIN, 'usage', '-c', gw.configFile, '--admin', gw.adminUrl, '--token', ADMIN_TOKEN, '--project', 'newco', '--granularity', 'hour'])
+    t.match(usage.stdout, /newco\s+\S+\s+PRIVNET_ZKPAAS\s+1\s+1\s+0/, 'tollgate usage knows a project created at run time')
     const again = await adminCall(gw, 'POST', '/admin/projects', { id: 'acme' })
     t.same([again.status, again.json.error.code], [409, 'project_exists'])
   })
