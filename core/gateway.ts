@@ -118,7 +118,12 @@ export class Gateway {
     // The sync follows whichever table is in service; until the gateway exists that is the first one.
     let inService: (() => Table) | undefined
     const settingsSync = new ProjectSettingsSync(store.settings, log, () => inService?.())
-    await settingsSync.start()
+    try {
+      await settingsSync.start()
+    } catch (error) {
+      await store.close()
+      throw error
+    }
     const { current: upstreams } = reconcileUpstreams(new Map(), config.upstreams)
     const built = await buildTable(config, { log, metrics, store, upstreams, plugins: loaded.plugins, locate: loaded.locate, projectOverrides: settingsSync.snapshot.projects })
     if (!built.table) {
