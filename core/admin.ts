@@ -17,6 +17,8 @@ export interface AdminDeps {
   reload(): Promise<{ ok: boolean; issues: string[] }>
   tokenHash(): string | undefined
   protectMetrics(): boolean
+  /** The run-time settings API (core/settings-admin.ts); answers undefined for other paths. */
+  settingsRoutes?(req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined>
 }
 
 const routers = new WeakMap<Table, Router<AdminRoute>>()
@@ -63,6 +65,8 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
     const result = await deps.reload()
     return send(res, result.ok ? 200 : 422, result)
   }
+  const settingsAnswer = await deps.settingsRoutes?.(req, url)
+  if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
   const table = deps.table()
   if (req.method === 'GET' && path === '/admin/config') {
     return send(res, 200, { hash: table?.config.hash, routes: table?.routes.map((r) => r.name) ?? [] })

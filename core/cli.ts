@@ -20,6 +20,7 @@ import { reconcileUpstreams } from './http/upstreams.ts'
 import { createLogger } from './log.ts'
 import { usageCommand } from './usage-cli.ts'
 import { schemaCommand } from './schema-cli.ts'
+import { isWorker, parseWorkerCount, runPrimary, runWorker } from './workers.ts'
 import { openSqliteStore } from './store/sqlite.ts'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -28,7 +29,9 @@ import { join } from 'node:path'
 const HELP = `tollgate — an authenticated, credit-metered reverse proxy
 
 Usage:
-  tollgate start [-c FILE]             run the gateway (default FILE: gateway.yaml)
+  tollgate start [-c FILE] [--workers N|auto]
+                                       run the gateway (default FILE: gateway.yaml); with --workers,
+                                       N processes share the listener (auto: one per CPU)
   tollgate check [-c FILE]             parse, validate and dry-build the config; exit 1 on errors
   tollgate schema [-c FILE]            print the composed JSON Schema of gateway.yaml (with -c, the
                                        custom plugins FILE names are included)
@@ -123,8 +126,17 @@ export async function main(argv: string[]): Promise<number> {
   const { flags, rest } = parseFlags(args)
   const file = flags.get('config') || 'gateway.yaml'
   switch (command) {
-    case 'start':
-      return start(file)
+    case 'start': {
+      if (isWorker()) return runWorker(file)
+      const workers = flags.get('workers')
+      if (workers === undefined) return start(file)
+      const count = parseWorkerCount(workers)
+      if (count instanceof Error) {
+        console.error(`tollgate: ${count.message}`)
+        return 2
+      }
+      return runPrimary(file, count)
+    }
     case 'check':
       return check(file)
     case 'schema':

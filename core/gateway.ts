@@ -28,6 +28,8 @@ import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
 import { openSqliteStore } from './store/sqlite.ts'
 import type { Store } from './store/types.ts'
+import { ProjectSettingsSync } from './project-settings.ts'
+import { settingsAdmin } from './settings-admin.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -44,10 +46,20 @@ export interface StartOptions {
   port?: number
   adminPort?: number
   host?: string
+  /** Override the admin listener's host (a worker's private admin listener is on loopback). */
+  adminHost?: string
   /** Capture logs (tests). */
   logDestination?: NodeJS.WritableStream
   /** Watch the config file for changes (default: the config's `watch`). */
   watch?: boolean
+  /** Use this store instead of opening the config's (a cluster worker's proxy to the primary's store). */
+  store?: Store
+  /**
+   * Run as one worker of `tollgate start --workers`: the public listener is shared through
+   * node:cluster, the admin listener is this worker's own (exclusive, so the primary can reach each
+   * worker), and the start line reads `tollgate worker started`.
+   */
+  worker?: boolean
 }
 
 export interface ReloadResult {
@@ -59,6 +71,8 @@ export class Gateway {
   readonly log: Logger
   readonly metrics: CoreMetrics
   readonly store: Store
+  /** Keeps the table's projects equal to gateway.yaml + the store's run-time settings. */
+  readonly settingsSync: ProjectSettingsSync
   readonly #options: StartOptions
   #table: Table
   #upstreams: Map<string, UpstreamHandle>
@@ -70,8 +84,9 @@ export class Gateway {
   #debounce: NodeJS.Timeout | undefined
   readonly #deps: PipelineDeps
 
-  private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics) {
+  private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics, settingsSync: ProjectSettingsSync) {
     this.#options = options
+    this.settingsSync = settingsSync
     this.#table = table
     this.#upstreams = upstreams
     this.store = store
@@ -97,22 +112,38 @@ export class Gateway {
     const config = loaded.config
     const log = createLogger({ level: config.log.level, destination: options.logDestination })
     const metrics = new CoreMetrics()
-    const store = openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
+    const store = options.store ?? openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
     const recovered = await store.recoverPendingReservations()
     if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')
+    // The sync follows whichever table is in service; until the gateway exists that is the first one.
+    let inService: (() => Table) | undefined
+    const settingsSync = new ProjectSettingsSync(store.settings, log, () => inService?.())
+    try {
+      await settingsSync.start()
+    } catch (error) {
+      await store.close()
+      throw error
+    }
     const { current: upstreams } = reconcileUpstreams(new Map(), config.upstreams)
-    const built = await buildTable(config, { log, metrics, store, upstreams, plugins: loaded.plugins, locate: loaded.locate })
+    const built = await buildTable(config, { log, metrics, store, upstreams, plugins: loaded.plugins, locate: loaded.locate, projectOverrides: settingsSync.snapshot.projects })
     if (!built.table) {
+      settingsSync.stop()
       await Promise.allSettled([...upstreams.values()].map((u) => u.pool.close()))
       await store.close()
       throw new ConfigError(built.issues.map(formatIssue))
     }
-    const gateway = new Gateway(options, config, built.table, upstreams, store, log, metrics)
+    const gateway = new Gateway(options, config, built.table, upstreams, store, log, metrics, settingsSync)
+    inService = () => gateway.#table
+    // A change that landed while the table was being built.
+    settingsSync.apply(built.table.projects, built.table.seedProjects)
     metrics.configLoaded(config.hash)
     metrics.reloads.inc({ result: 'success' })
     await gateway.#listen(config)
     if (options.watch ?? config.watch) gateway.#watch(config)
-    log.info({ address: gateway.address, admin: gateway.adminAddress, routes: built.table.routes.length, hash: config.hash.slice(0, 16) }, 'tollgate started')
+    log.info(
+      { address: gateway.address, admin: gateway.adminAddress, routes: built.table.routes.length, hash: config.hash.slice(0, 16) },
+      options.worker ? 'tollgate worker started' : 'tollgate started',
+    )
     return gateway
   }
 
@@ -167,10 +198,11 @@ export class Gateway {
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
+      settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
-    await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.host ?? config.admin.listen.host)
+    await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.adminHost ?? this.#options.host ?? config.admin.listen.host, this.#options.worker)
   }
 
   #watch(config: GatewayConfig): void {
@@ -197,7 +229,15 @@ export class Gateway {
       if (!loaded.config) return this.#reloadFailed(loaded.issues.map(formatIssue), reason)
       if (loaded.config.hash === this.#table.config.hash) return { ok: true, issues: [] }
       const { current, retired } = reconcileUpstreams(this.#upstreams, loaded.config.upstreams)
-      const built = await buildTable(loaded.config, { log: this.log, metrics: this.metrics, store: this.store, upstreams: current, plugins: loaded.plugins, locate: loaded.locate })
+      const built = await buildTable(loaded.config, {
+        log: this.log,
+        metrics: this.metrics,
+        store: this.store,
+        upstreams: current,
+        plugins: loaded.plugins,
+        locate: loaded.locate,
+        projectOverrides: this.settingsSync.snapshot.projects,
+      })
       if (!built.table) {
         for (const handle of current.values()) if (this.#upstreams.get(handle.name) !== handle) void handle.pool.close()
         return this.#reloadFailed(built.issues.map(formatIssue), reason)
@@ -207,6 +247,8 @@ export class Gateway {
       this.#upstreams.clear()
       for (const [name, handle] of current) this.#upstreams.set(name, handle)
       this.#table = built.table
+      // Settings read while the new table was being built.
+      this.settingsSync.apply(built.table.projects, built.table.seedProjects)
       previous.retired = true
       if (previous.inFlight === 0) void closeTable(previous)
       setTimeout(() => retired.forEach((handle) => void handle.pool.close()), previous.config.server.drainTimeoutMs).unref()
@@ -241,6 +283,7 @@ export class Gateway {
     }
     this.#server.closeAllConnections()
     await closed
+    this.settingsSync.stop()
     await closeTable(this.#table)
     await Promise.allSettled([...this.#upstreams.values()].map((u) => u.pool.close()))
     await new Promise<void>((done) => {
@@ -253,10 +296,11 @@ export class Gateway {
   }
 }
 
-function listen(server: Server, port: number, host: string): Promise<void> {
+/** `exclusive`: in a cluster worker, bind a port of its own instead of sharing the primary's handle. */
+function listen(server: Server, port: number, host: string, exclusive = false): Promise<void> {
   return new Promise((resolveListen, reject) => {
     server.once('error', reject)
-    server.listen(port, host, () => {
+    server.listen({ port, host, exclusive }, () => {
       server.off('error', reject)
       resolveListen()
     })

@@ -76,20 +76,43 @@ function sameDigest(a: string, b: string): boolean {
   return diff === 0
 }
 
-/** Read-only view of the configured projects, rebuilt on every config load. */
+/**
+ * The projects in force: gateway.yaml's seed merged with the settings changed at run time
+ * (core/project-settings.ts). Each route table has one; a settings change swaps its contents in
+ * place ({@link ProjectDirectory.replace}), so plugins holding it see the change on their next
+ * request. A request keeps the {@link Project} object it authenticated with.
+ */
 export class ProjectDirectory {
   /** By base64 sha256 of the key. */
-  readonly #byKeyDigest = new Map<string, { project: Project; key: ApiKeyRecord; digest: string }>()
-  readonly #byId = new Map<string, Project>()
+  #byKeyDigest = new Map<string, { project: Project; key: ApiKeyRecord; digest: string }>()
+  #byId = new Map<string, Project>()
 
   constructor(projects: readonly Project[]) {
+    this.replace(projects)
+  }
+
+  /**
+   * Replaces every project at once: both maps are built aside and swapped in, so a lookup sees
+   * the old set or the new one, never a mix.
+   */
+  replace(projects: readonly Project[]): void {
+    const byKeyDigest = new Map<string, { project: Project; key: ApiKeyRecord; digest: string }>()
+    const byId = new Map<string, Project>()
     for (const project of projects) {
-      this.#byId.set(project.id, project)
+      byId.set(project.id, project)
       for (const key of project.keys) {
         const digest = digestBytes(key.hash).toString('base64')
-        this.#byKeyDigest.set(digest, { project, key, digest })
+        byKeyDigest.set(digest, { project, key, digest })
       }
     }
+    this.#byKeyDigest = byKeyDigest
+    this.#byId = byId
+  }
+
+  /** The project and label a key digest (`sha256:<hex>`) belongs to, if any (uniqueness checks). */
+  ownerOfHash(hashed: string): { projectId: string; label: string } | undefined {
+    const found = this.#byKeyDigest.get(digestBytes(hashed).toString('base64'))
+    return found && { projectId: found.project.id, label: found.key.label }
   }
 
   get size(): number {

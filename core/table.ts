@@ -10,6 +10,8 @@ import { Router } from './router.ts'
 import type { AdminHandler, BodyNeed, ErrorFormatter, PluginDefinition, PluginInit, PluginInstance, RequestContext } from './plugin.ts'
 import { ProjectDirectory, type Project, type Scope } from './projects.ts'
 import type { Store } from './store/types.ts'
+import type { ProjectOverride } from './store/settings/types.ts'
+import { mergeProjects } from './project-settings.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import { type CoreMetrics, RouteMetrics } from './metrics.ts'
 import { collectErrorFormats, jsonErrorFormat } from './error-format.ts'
@@ -48,7 +50,10 @@ export interface Table {
   config: GatewayConfig
   router: Router<CompiledRoute>
   routes: CompiledRoute[]
+  /** Projects in force: the seed merged with the run-time settings; refreshed in place when they change. */
   projects: ProjectDirectory
+  /** gateway.yaml's projects, before run-time settings. */
+  seedProjects: readonly Project[]
   instances: PluginInstance[]
   adminRoutes: AdminRoute[]
   /** Error format for a request no route took (404, bad path): by the longest `unmatched` prefix, else json. */
@@ -64,6 +69,8 @@ export interface BuildDeps {
   store: Store
   upstreams: ReadonlyMap<string, UpstreamHandle>
   plugins: Map<string, PluginDefinition>
+  /** Run-time overrides of the projects (store settings), merged over the config's projects. */
+  projectOverrides?: readonly ProjectOverride[]
   /** Source position of a config path, for build errors. */
   locate(path: readonly (string | number)[]): { line: number; column: number }
 }
@@ -93,7 +100,8 @@ function compileRewrite(template: string): (params: Readonly<Record<string, stri
 
 export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promise<{ table?: Table; issues: ConfigIssue[] }> {
   const issues: ConfigIssue[] = []
-  const projects = new ProjectDirectory(toProjects(config))
+  const seedProjects = toProjects(config)
+  const projects = new ProjectDirectory(mergeProjects(seedProjects, deps.projectOverrides ?? []))
   const instances: PluginInstance[] = []
   const adminRoutes: AdminRoute[] = []
   const formats = collectErrorFormats(deps.plugins)
@@ -195,7 +203,7 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
   }
   return {
     issues,
-    table: { config, router, routes, projects, instances, adminRoutes, unmatchedFormat: unmatchedFormats(config, formats), inFlight: 0, retired: false },
+    table: { config, router, routes, projects, seedProjects, instances, adminRoutes, unmatchedFormat: unmatchedFormats(config, formats), inFlight: 0, retired: false },
   }
 }
 

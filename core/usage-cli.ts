@@ -3,6 +3,8 @@ import { resolve } from 'node:path'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
 import { openSqliteStore } from './store/sqlite.ts'
+import { mergeProjects } from './project-settings.ts'
+import { toProjects } from './table.ts'
 import type { Granularity, UsageRow } from './store/types.ts'
 
 const DAY = 86_400_000
@@ -30,17 +32,17 @@ export async function usageCommand(file: string, flags: Map<string, string>): Pr
     return 2
   }
   const wanted = flags.get('project')
-  const projects = loaded.config.projects.filter((p) => !wanted || p.id === wanted)
-  if (wanted && projects.length === 0) {
-    console.error(`unknown project "${wanted}"`)
-    return 1
-  }
   const rows: (string | number)[][] = [['project', 'bucket', 'api_type', 'requests', 'credits', 'errors']]
   const range = { from, to, granularity }
   // A running gateway holds the database; ask it through the admin API, else read the store.
-  let fetchUsage = await viaAdmin(adminBase(loaded.config.admin, flags.get('admin')), flags.get('token') ?? process.env.TOLLGATE_ADMIN_TOKEN)
+  const base = adminBase(loaded.config.admin, flags.get('admin'))
+  const token = flags.get('token') ?? process.env.TOLLGATE_ADMIN_TOKEN
+  let fetchUsage = await viaAdmin(base, token)
   let store: ReturnType<typeof openSqliteStore> | undefined
-  if (!fetchUsage) {
+  // Projects of gateway.yaml and those created at run time (store settings).
+  let projectIds: string[]
+  if (fetchUsage) projectIds = await projectsViaAdmin(base!, token!)
+  else {
     try {
       store = openSqliteStore({ dataDir: resolve(loaded.config.dir, loaded.config.store.dataDir) })
     } catch (error) {
@@ -49,6 +51,13 @@ export async function usageCommand(file: string, flags: Map<string, string>): Pr
     }
     const opened = store
     fetchUsage = (id) => opened.queryUsage(id, range.from, range.to, range.granularity)
+    projectIds = mergeProjects(toProjects(loaded.config), (await opened.settings.read()).projects).map((p) => p.id)
+  }
+  const projects = projectIds.filter((id) => !wanted || id === wanted).map((id) => ({ id }))
+  if (wanted && projects.length === 0) {
+    await store?.close()
+    console.error(`unknown project "${wanted}"`)
+    return 1
   }
   try {
     for (const project of projects) {
@@ -69,6 +78,14 @@ function adminBase(admin: { listen: { host: string; port: number } }, flag: stri
   if (flag) return flag.replace(/\/+$/, '')
   if (admin.listen.port === 0) return undefined
   return `http://${admin.listen.host.includes(':') ? `[${admin.listen.host}]` : admin.listen.host}:${admin.listen.port}`
+}
+
+/** Ids of the projects in force in the running gateway. */
+async function projectsViaAdmin(base: string, token: string): Promise<string[]> {
+  const res = await fetch(`${base}/admin/projects`, { headers: { authorization: `Bearer ${token}` } })
+  const body = (await res.json()) as { projects?: { id: string }[]; error?: { message: string } }
+  if (!res.ok) throw new Error(`admin API answered ${res.status}: ${body.error?.message ?? ''}`)
+  return (body.projects ?? []).map((p) => p.id)
 }
 
 /** A fetcher over the admin API when a gateway answers there. */

@@ -45,6 +45,7 @@ import { SqliteCreditLedger, type ReservationRecord } from './sqlite-credits.ts'
 import { prepareDocumentStatements, SqliteDocumentCollection } from './sqlite-documents.ts'
 import { SqliteUsageLog } from './sqlite-usage.ts'
 import { TokenBuckets } from './token-bucket.ts'
+import { SqliteSettings } from './settings/sqlite.ts'
 import type {
   CreditBalance,
   CreditReservation,
@@ -121,6 +122,8 @@ export class SqliteStore implements Store {
   private readonly onBackgroundError: (error: unknown) => void
   private readonly timers: NodeJS.Timeout[] = []
   private closed = false
+  /** Project settings overrides, in this database; notifications are in-process (one process owns it). */
+  readonly settings: SqliteSettings
 
   constructor(options: SqliteStoreOptions) {
     mkdirSync(options.dataDir, { recursive: true })
@@ -154,6 +157,7 @@ export class SqliteStore implements Store {
       this.credits = new SqliteCreditLedger(this.db, this.writes)
       this.usage = new SqliteUsageLog(this.db, usageFlushMs)
       this.documentStmts = prepareDocumentStatements(this.db)
+      this.settings = new SqliteSettings(this.db, this.clock)
     } catch (error) {
       this.db.close()
       throw error

@@ -4,6 +4,8 @@
  * implements it synchronously underneath.
  */
 
+import type { SettingsStore } from './settings/types.ts'
+
 export type Granularity = 'hour' | 'day'
 
 export interface CreditReservation {
@@ -89,6 +91,9 @@ export interface Store {
 
   /** Durable documents for plugins (event items, settlement records). */
   documents(collection: string): DocumentCollection
+
+  /** Project settings changed at run time (overrides of gateway.yaml's projects), with change notifications. */
+  readonly settings: SettingsStore
 
   close(): Promise<void>
 }

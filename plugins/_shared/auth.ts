@@ -93,8 +93,9 @@ export function headerValue(value: string | string[] | undefined): string {
 /**
  * Builds the check shared by the API-key plugins: presented key → project, scope, plan. On success
  * it sets `ctx.project`, `ctx.apiKey` and the log fields; otherwise it counts the reason and throws.
- * Projects are read from `init.projects`, which the core rebuilds on every config load, so a
- * reload changes keys, scopes and plans at once.
+ * Projects are read from `init.projects`, which the core rebuilds on every config load and refreshes
+ * in place when run-time settings change, so a reload or an admin API change applies to keys,
+ * scopes and plans on the next request.
  *
  * @example
  * ```ts

@@ -1,7 +1,8 @@
 /**
  * `zk-features`: the per-project ZK feature gates of the spec ("Project-level ZK features").
- * Project features live in gateway.yaml (projects[].features), so a toggle takes effect on the
- * next config reload; requests already running keep the project they started with.
+ * Project features come from gateway.yaml (projects[].features) and from run-time settings (admin
+ * API); both reach `ctx.project` through the live project directory, so a toggle takes effect on
+ * the next request; requests already running keep the project they started with.
  *
  * - `requireFeatures`: the route is refused (403 feature_disabled) unless every listed feature is
  *   on; `/prove-batch` requires `proveBatch`.

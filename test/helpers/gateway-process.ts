@@ -34,10 +34,13 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL')
 })
 
-/** `{{DIR}}` in the config text is replaced by the temp dir. `startTimeoutMs` bounds the wait for the start line (20 s). */
+/**
+ * `{{DIR}}` in the config text is replaced by the temp dir. `args` are appended to `start -c FILE`
+ * (e.g. `['--workers', '2']`); `startTimeoutMs` bounds the wait for the start line (20 s).
+ */
 export async function startGatewayProcess(
   configText: string,
-  options: { env?: NodeJS.ProcessEnv; dir?: string; startTimeoutMs?: number } = {},
+  options: { env?: NodeJS.ProcessEnv; dir?: string; args?: string[]; startTimeoutMs?: number } = {},
 ): Promise<GatewayProcess> {
   const dir = options.dir ?? tempDir('tollgate-e2e-')
   const configFile = join(dir, 'gateway.yaml')
@@ -47,7 +50,7 @@ export async function startGatewayProcess(
     renameSync(configFile + '.tmp', configFile)
   }
   write(configText)
-  const child = spawn(process.execPath, [BIN, 'start', '-c', configFile], {
+  const child = spawn(process.execPath, [BIN, 'start', '-c', configFile, ...(options.args ?? [])], {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

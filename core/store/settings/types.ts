@@ -1,0 +1,111 @@
+/**
+ * Project settings changed at run time: the overrides the store keeps on top of gateway.yaml's
+ * `projects` (the declarative seed). The core merges seed and overrides into the live project
+ * directory (core/project-settings.ts); this interface only stores, lists and announces changes.
+ *
+ * Precedence: gateway.yaml seeds a project; a field changed at run time wins over the yaml until
+ * an operator resets the project (`resetProject`); projects created at run time exist only here.
+ *
+ * Every change names who made it (`actor`) and is appended to an audit trail, in the same
+ * transaction as the change. The audit sequence number is also the settings version: a reader that
+ * has seen version N has seen every change up to N.
+ */
+
+export type BillingPeriod = 'hour' | 'day' | 'month'
+
+export interface FeatureFlags {
+  proveBatch: boolean
+  sponsoredWallet: boolean
+  relayToConfidentialSpace: boolean
+  tee: boolean
+}
+
+/** Fields of a project that can be overridden; absent = the yaml's value. */
+export interface ProjectFields {
+  name?: string
+  plan?: string
+  scopes?: string[]
+  /** Only the features named are overridden. */
+  features?: Partial<FeatureFlags>
+  credits?: { allocation?: number; period?: BillingPeriod }
+  /** `sha256:<hex>`; null removes the project's secret. */
+  secretHash?: string | null
+}
+
+/** A key added at run time (hash only), or the state of a seed key overridden at run time. */
+export interface KeyOverride {
+  label: string
+  /** `sha256:<hex>` of a key added at run time; undefined when the row only changes a seed key's state. */
+  hash?: string
+  disabled?: boolean
+  /** Epoch ms; null = never expires (overrides a seed key's expiry). */
+  expiresAt?: number | null
+  updatedAt: number
+  updatedBy: string
+}
+
+export interface ProjectOverride extends ProjectFields {
+  id: string
+  /** True when the project was created at run time (it has no yaml seed). */
+  created: boolean
+  keys: KeyOverride[]
+  updatedAt: number
+  updatedBy: string
+}
+
+export interface SettingsSnapshot {
+  /** Sequence number of the last change included (0 = none ever). */
+  version: number
+  projects: ProjectOverride[]
+}
+
+export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update'
+
+/** One change, as announced to subscribers and kept in the audit trail. */
+export interface SettingsChange {
+  /** Settings version after the change. */
+  seq: number
+  at: number
+  actor: string
+  action: SettingsAction
+  projectId: string
+  /** What changed (field values; key hashes are never included). */
+  detail: Record<string, unknown>
+}
+
+/** A listener is told that settings changed; it re-reads them (a notification may be coalesced or be a resync). */
+export type SettingsListener = (change: SettingsChange | { seq: number; action: 'resync' }) => void
+
+export class SettingsConflict extends Error {
+  readonly code: 'project_exists' | 'key_exists'
+  constructor(code: 'project_exists' | 'key_exists', message: string) {
+    super(message)
+    this.name = 'SettingsConflict'
+    this.code = code
+  }
+}
+
+/**
+ * The settings part of a {@link Store}. Each operation is one transaction: the change, its audit
+ * row and its notification commit together.
+ */
+export interface SettingsStore {
+  /** Every override, consistent as of `version`. */
+  read(): Promise<SettingsSnapshot>
+  /** The current version only (cheap; the periodic backstop compares it). */
+  version(): Promise<number>
+  /** Creates a project that exists only in the store. Throws {@link SettingsConflict} if the store has it. */
+  createProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange>
+  /** Overrides fields of a project (seeded or created); features and credits merge field by field. */
+  updateProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange>
+  /** Adds a key by its hash. Throws {@link SettingsConflict} when the label or the hash is already stored. */
+  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number }, actor: string): Promise<SettingsChange>
+  /** Disables, re-enables or (un)expires a key, seeded or added. */
+  updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: string): Promise<SettingsChange>
+  /** Drops every override of the project (a created project disappears; a seeded one is the yaml's again). */
+  resetProject(id: string, actor: string): Promise<SettingsChange>
+  /** The audit trail, newest first. */
+  audit(options?: { projectId?: string; limit?: number }): Promise<SettingsChange[]>
+  /** Calls `listener` after every change made through any instance sharing the store. Returns the unsubscribe. */
+  subscribe(listener: SettingsListener): () => void
+}
