@@ -16,7 +16,8 @@ import { checkBinding, viewOf, type BoundPayment, type Failure, type PaymentView
 import type { EvmChainContext } from './context.ts'
 import { insufficientBalanceMessage, reasons } from './errors.ts'
 import { reasonForRevert, revertText, safeMessage } from './reverts.ts'
-import { parseFacilitatorRequest } from './schema.ts'
+import { isPermit2Body, parseFacilitatorRequest } from './schema.ts'
+import { verifyPermit2 } from './permit2.ts'
 import { authorizationDigest, splitSignature, verifyAuthorizationSignature } from './signature.ts'
 import type { FacilitatorRequest, VerifyResponse } from './types.ts'
 
@@ -208,6 +209,7 @@ export async function checkPayment(
  * ```
  */
 export async function verifyExact(ctx: EvmChainContext, body: unknown): Promise<VerifyResponse> {
+  if (isPermit2Body(body)) return verifyPermit2(ctx, body)
   const parsed = parseFacilitatorRequest(body)
   if (!parsed.ok) {
     return { isValid: false, invalidReason: parsed.reason, invalidMessage: parsed.message, payer: parsed.payer, details: { field: parsed.field } }
