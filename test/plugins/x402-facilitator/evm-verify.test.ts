@@ -217,7 +217,9 @@ t.test('malformed bodies give invalid_payload / invalid_x402_version naming the 
     t.ok(malformedRequestReasons.has(result.invalidReason!), `${name}: answered with 400`)
   }
   const permit2 = { ...good, paymentPayload: { ...good.paymentPayload, payload: { signature: '0x00', permit2Authorization: {} } } }
-  t.equal((await verifyExact(f.ctx, permit2)).invalidReason, 'unsupported_payload_type')
+  const refused = await verifyExact(f.ctx, permit2)
+  t.equal(refused.invalidReason, 'invalid_payload', 'an empty Permit2 payload is malformed, not unsupported')
+  t.match(refused.invalidMessage, 'paymentPayload.payload.permit2Authorization.from is required')
   t.equal((await verifyExact(f.ctx, withAuth(good, { extra: 1 }))).payer, accounts.payer.address, 'payer named even when malformed')
 })
 
