@@ -13,7 +13,7 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { createEvmChainContext } from '../../../plugins/x402-facilitator/evm/context.ts'
 import { verifyExact } from '../../../plugins/x402-facilitator/evm/verify.ts'
 import { startRpcCounter, type RpcCounter } from '../../helpers/rpc-counter.ts'
-import { sdkBodyV2, sdkSigner, signAuthorization, bodyV2, requirementsV2, startFixture } from './evm-helpers.ts'
+import { permit2RequirementsV2, sdkBodyV2, sdkSigner, signAuthorization, bodyV2, requirementsV2, startFixture } from './evm-helpers.ts'
 
 const f = await startFixture(84532)
 t.teardown(() => f.close())
@@ -62,4 +62,16 @@ t.test('a refused verify still answers in one round trip once the asset is known
   t.equal(result.invalidReason, 'invalid_exact_evm_insufficient_balance')
   t.equal(result.payer, accounts.poor.address)
   t.equal(counter.counts().roundTrips, 1)
+})
+
+t.test('a Permit2 verify: one round trip once Permit2, the proxy and the asset are known', async (t) => {
+  const payer = sdkSigner(accounts.payer.privateKey)
+  t.equal((await verifyExact(ours, await sdkBodyV2(f, payer, permit2RequirementsV2(f)))).isValid, true, 'warm-up')
+  const body = await sdkBodyV2(f, payer, permit2RequirementsV2(f))
+  counter.reset()
+  t.same(await verifyExact(ours, body), { isValid: true, invalidReason: null, payer: accounts.payer.address })
+  const c = counter.counts()
+  t.comment(`Permit2 verify — tollgate: ${c.roundTrips} round trip, ${c.calls} RPC calls ${JSON.stringify(c.byMethod)}`)
+  t.equal(c.roundTrips, 1)
+  t.equal(c.calls, 5, 'payer code, nonce bitmap, balance, allowance, simulation')
 })
