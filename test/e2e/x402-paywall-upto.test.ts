@@ -92,7 +92,7 @@ t.test('the 402 offers upto over Permit2 with the maximum and the settling facil
     scheme: 'upto', network: 'eip155:84532', amount: String(MAXIMUM),
     extra: { assetTransferMethod: 'permit2', facilitatorAddress: accounts.facilitator.address },
   }])
-  t.same((await res.json()).accepts, [], 'nothing for v1, which has no upto')
+  t.same(((await res.json()) as { accepts: unknown[] }).accepts, [], 'nothing for v1, which has no upto')
 })
 
 t.test('the official client pays exactly what the request used: 3 proofs × 2 credits × pricePerCredit', async (t) => {
