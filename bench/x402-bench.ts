@@ -5,13 +5,16 @@
  * which runs in a process of its own. Same signed payments (official SDK, v2), same concurrency,
  * rounds interleaved; the ratio is tollgate / official.
  *
- * Both do real chain reads per verify (ours: code of payer and asset, authorizationState,
- * balanceOf and an eth_call simulation; the official one: signature check and simulation), so on
- * this hardhat chain the RPC is most of the cost for both.
+ * Both do real chain reads per verify (ours: payer code, authorizationState, balanceOf and an
+ * eth_call simulation in one JSON-RPC batch, the asset's code once; the official one: payer and
+ * asset code, then the simulation), so on this hardhat chain the RPC is most of the cost for both.
+ * Every row reaches the chain through the same counting proxy (test/helpers/rpc-counter.ts), so
+ * each pays the same hop per round trip, and the table reports the JSON-RPC calls and HTTP round
+ * trips per completed verify of each row (under concurrency ours also batches across verifies).
  *
  * A third, diagnostic row calls our evm/verify in this process: the gap between it and the
- * official row is the extra chain reads (5 RPC calls per verify against 3), the gap between it
- * and the tollgate row is the gateway itself (HTTP, auth, rate limit, credit metering).
+ * official row is the chain access, the gap between it and the tollgate row is the gateway itself
+ * (HTTP, auth, rate limit, credit metering).
  *
  * Usage: node --import tsx bench/x402-bench.ts [--seconds 5] [--rounds 3] [--concurrency 16] [--chain solana]
  * Everything it starts (the chain process, one gateway process) is stopped at the end.
@@ -27,6 +30,7 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { argValue } from './lib/args.ts'
 import { startGatewayProcess, type GatewayProcess } from '../test/helpers/gateway-process.ts'
 import { x402Config } from '../test/helpers/x402.ts'
+import { startRpcCounter } from '../test/helpers/rpc-counter.ts'
 import { sdkBodyV2, sdkSigner } from '../test/plugins/x402-facilitator/evm-helpers.ts'
 import { createEvmChainContext } from '../plugins/x402-facilitator/evm/context.ts'
 import { verifyExact } from '../plugins/x402-facilitator/evm/verify.ts'
@@ -64,7 +68,7 @@ function startChainProcess(): Promise<{ child: ChildProcess; info: ChainInfo }> 
 }
 
 /** Runs `task` from `concurrency` loops for `ms`; returns completed calls per second. */
-async function throughput(ms: number, task: (i: number) => Promise<boolean>): Promise<{ rps: number; failures: number }> {
+async function throughput(ms: number, task: (i: number) => Promise<boolean>): Promise<{ rps: number; failures: number; completed: number }> {
   const deadline = performance.now() + ms
   let done = 0
   let failures = 0
@@ -76,11 +80,13 @@ async function throughput(ms: number, task: (i: number) => Promise<boolean>): Pr
       else failures++
     }
   }))
-  return { rps: done / ((performance.now() - started) / 1000), failures }
+  return { rps: done / ((performance.now() - started) / 1000), failures, completed: done + failures }
 }
 
 async function main(): Promise<void> {
   const { child: chainProcess, info } = await startChainProcess()
+  const counter = await startRpcCounter(info.rpcUrl)
+  const rpcUrl = counter.url
   let gw: GatewayProcess | undefined
   const agent = new Agent({ connections: concurrency })
   try {
@@ -98,7 +104,7 @@ async function main(): Promise<void> {
       .replace(/\nroutes:\n/, '\nlog: { level: info, access: false }\nroutes:\n'))
     gw = await startGatewayProcess(config, {
       env: {
-        TOLLGATE_PORT: '0', TOLLGATE_ADMIN_PORT: '0', EVM_RPC_URL: info.rpcUrl,
+        TOLLGATE_PORT: '0', TOLLGATE_ADMIN_PORT: '0', EVM_RPC_URL: rpcUrl,
         X402_FACILITATOR_KEY: info.accounts.facilitator.privateKey, X402_ASSET: info.token, X402_PAY_TO: info.accounts.payee.address,
       },
     })
@@ -110,7 +116,7 @@ async function main(): Promise<void> {
     }
 
     const account = privateKeyToAccount(info.accounts.facilitator.privateKey)
-    const client = createWalletClient({ account, chain, transport: http(info.rpcUrl, { retryCount: 0 }) }).extend(publicActions)
+    const client = createWalletClient({ account, chain, transport: http(rpcUrl, { retryCount: 0 }) }).extend(publicActions)
     const official = new x402Facilitator().register(
       `eip155:${info.chainId}`,
       new OfficialExactEvm(toFacilitatorEvmSigner(Object.assign(client, { address: account.address }) as any)),
@@ -123,7 +129,7 @@ async function main(): Promise<void> {
     // Diagnostic third row: our evm/verify called in this process, i.e. tollgate without HTTP,
     // auth and metering; it tells the chain-read cost of our checks from the gateway's overhead.
     const ours = createEvmChainContext({
-      network: info.chainId, rpcUrl: info.rpcUrl, signerPrivateKey: info.accounts.facilitator.privateKey,
+      network: info.chainId, rpcUrl, signerPrivateKey: info.accounts.facilitator.privateKey,
       assets: [{ address: info.token, ...info.tokenInfo }],
     })
     const oursInProcess = async (i: number) => (await verifyExact(ours, bodies[i % bodies.length])).isValid
@@ -134,12 +140,20 @@ async function main(): Promise<void> {
     // Warm-up: JIT, keep-alive sockets, the chain's caches.
     for (const name of names) await throughput(1000, tasks[name])
     const results: Record<Name, number[]> = { tollgate: [], official: [], ours: [] }
+    const rpc: Record<Name, { calls: number; roundTrips: number; verifies: number }> = {
+      tollgate: { calls: 0, roundTrips: 0, verifies: 0 }, official: { calls: 0, roundTrips: 0, verifies: 0 }, ours: { calls: 0, roundTrips: 0, verifies: 0 },
+    }
     let failures = 0
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? names : [...names].reverse()
       for (const name of order) {
+        counter.reset()
         const run = await throughput(seconds * 1000, tasks[name])
+        const counts = counter.counts()
         results[name].push(run.rps)
+        rpc[name].calls += counts.calls
+        rpc[name].roundTrips += counts.roundTrips
+        rpc[name].verifies += run.completed
         failures += run.failures
       }
     }
@@ -150,10 +164,16 @@ async function main(): Promise<void> {
     console.log(`tollgate (HTTP)  req/s    ${results.tollgate.map(fmt).join(' ')} ${fmt(mean(results.tollgate))}`)
     console.log(`official (in-process)/s   ${results.official.map(fmt).join(' ')} ${fmt(mean(results.official))}`)
     console.log(`ours (in-process)   /s    ${results.ours.map(fmt).join(' ')} ${fmt(mean(results.ours))}   (diagnostic: evm/verify without the gateway)`)
+    const perVerify = (name: Name) => {
+      const r = rpc[name]
+      return `${(r.calls / r.verifies).toFixed(2)} RPC calls, ${(r.roundTrips / r.verifies).toFixed(2)} round trips`
+    }
+    console.log(`chain access per verify:  tollgate ${perVerify('tollgate')}; official ${perVerify('official')}; ours in-process ${perVerify('ours')}`)
     console.log(`ratio tollgate/official: ${(mean(results.tollgate) / mean(results.official)).toFixed(3)}${failures ? `  (${failures} calls were not isValid:true)` : ''}`)
   } finally {
     await agent.close()
     await gw?.stop('SIGTERM')
+    await counter.close()
     chainProcess.kill('SIGTERM')
   }
 }

@@ -22,11 +22,15 @@ export interface CompiledContract {
 export interface CompiledContracts {
   Eip3009Token: CompiledContract
   OwnerWallet1271: CompiledContract
+  /** Test stand-in for Permit2's SignatureTransfer (runtime code goes to the canonical address). */
+  Permit2Local: CompiledContract
+  X402ExactPermit2ProxyLocal: CompiledContract
+  X402UptoPermit2ProxyLocal: CompiledContract
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
 const contractsDir = join(here, 'contracts')
-const sourceFiles = ['Eip3009Token.sol', 'OwnerWallet1271.sol'] as const
+const sourceFiles = ['Eip3009Token.sol', 'OwnerWallet1271.sol', 'Permit2Local.sol', 'X402Permit2Proxies.sol'] as const
 /** Prague is the newest fork both solc 0.8.37 and hardhat 2.29's EDR support well. */
 const settings = {
   optimizer: { enabled: true, runs: 200 },
@@ -87,6 +91,9 @@ function runSolc(sources: Record<string, { content: string }>): CompiledContract
   return {
     Eip3009Token: pick('Eip3009Token.sol', 'Eip3009Token'),
     OwnerWallet1271: pick('OwnerWallet1271.sol', 'OwnerWallet1271'),
+    Permit2Local: pick('Permit2Local.sol', 'Permit2Local'),
+    X402ExactPermit2ProxyLocal: pick('X402Permit2Proxies.sol', 'X402ExactPermit2ProxyLocal'),
+    X402UptoPermit2ProxyLocal: pick('X402Permit2Proxies.sol', 'X402UptoPermit2ProxyLocal'),
   }
 }
 

@@ -2,6 +2,9 @@
  * A local EVM chain for `npm start` and tests: hardhat's in-process network behind its JSON-RPC
  * server on loopback, with an EIP-3009 token ("USDC", version "2", 6 decimals by default) and an
  * ERC-1271 smart wallet deployed, a payer funded with tokens and every account funded with ETH.
+ * Permit2 and the x402 exact and upto Permit2 proxies sit at their canonical addresses (test
+ * stand-ins written to the published interfaces, see contracts/), and the payer has approved
+ * Permit2 for the token, as a wallet does once before its first Permit2 payment.
  *
  * Only hardhat's well-known development accounts are used (mnemonic
  * "test test test test test test test test test test test junk"); never use them anywhere real.
@@ -32,6 +35,8 @@ export interface LocalChain {
   tokenInfo: { name: string; version: string; symbol: string; decimals: number }
   /** ERC-1271 wallet owned by `accounts.walletOwner`, funded with tokens. */
   wallet1271: Address
+  /** Canonical addresses where the Permit2 stand-in and the x402 proxies run. */
+  permit2: { permit2: Address; exactProxy: Address; uptoProxy: Address }
   accounts: {
     /** Deployed the contracts; the token's minter. */
     deployer: ChainAccount
@@ -78,6 +83,13 @@ const devKeys = {
 
 const tenThousandEth = 10_000n * 10n ** 18n
 
+/** Canonical addresses: Permit2 (same on every chain) and the x402 proxies (CREATE2, same on every chain). */
+export const permit2Addresses = {
+  permit2: '0x000000000022D473030F116dDEE9F6B43aC78BA3',
+  exactProxy: '0x402085c248EeA27D92E8b30b2C58ed07f9E20001',
+  uptoProxy: '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002',
+} as const satisfies Record<string, Address>
+
 interface Eip1193 {
   request(args: { method: string; params?: unknown[] }): Promise<unknown>
 }
@@ -114,7 +126,7 @@ async function deploy(
   publicClient: PublicClient, rpcUrl: string, chain: Chain,
   tokenInfo: LocalChain['tokenInfo'], payerTokens: bigint, accounts: LocalChain['accounts'],
 ): Promise<{ token: Address; wallet1271: Address }> {
-  const { Eip3009Token, OwnerWallet1271 } = compileContracts()
+  const { Eip3009Token, OwnerWallet1271, Permit2Local, X402ExactPermit2ProxyLocal, X402UptoPermit2ProxyLocal } = compileContracts()
   const deployer = createWalletClient({
     account: privateKeyToAccount(accounts.deployer.privateKey), chain, transport: http(rpcUrl, { retryCount: 0 }),
   })
@@ -135,6 +147,23 @@ async function deploy(
   for (const to of [accounts.payer.address, wallet1271]) {
     await mined(await deployer.writeContract({ address: token, abi: Eip3009Token.abi, functionName: 'mint', args: [to, payerTokens] }))
   }
+  // Deployed anywhere, then their runtime code is placed at the canonical addresses (they have
+  // no constructor state and no immutables, so the code alone is the contract).
+  const placements = [
+    [Permit2Local, permit2Addresses.permit2], [X402ExactPermit2ProxyLocal, permit2Addresses.exactProxy],
+    [X402UptoPermit2ProxyLocal, permit2Addresses.uptoProxy],
+  ] as const
+  for (const [compiled, at] of placements) {
+    const receipt = await mined(await deployer.deployContract({ abi: compiled.abi, bytecode: compiled.bytecode }))
+    const code = await publicClient.getCode({ address: receipt.contractAddress! })
+    await publicClient.request({ method: 'hardhat_setCode' as any, params: [at, code] as any })
+  }
+  const payer = createWalletClient({
+    account: privateKeyToAccount(accounts.payer.privateKey), chain, transport: http(rpcUrl, { retryCount: 0 }),
+  })
+  await mined(await payer.writeContract({
+    address: token, abi: Eip3009Token.abi, functionName: 'approve', args: [permit2Addresses.permit2, 2n ** 256n - 1n],
+  }))
   return { token, wallet1271 }
 }
 
@@ -176,7 +205,7 @@ export async function startLocalChain(opts: LocalChainOptions = {}): Promise<Loc
     }
     const { token, wallet1271 } = await deploy(publicClient, rpcUrl, viemChain, tokenInfo, payerTokens, accounts)
     return {
-      rpcUrl, chainId, token, tokenInfo, wallet1271, accounts, payerTokens, viemChain,
+      rpcUrl, chainId, token, tokenInfo, wallet1271, accounts, payerTokens, viemChain, permit2: { ...permit2Addresses },
       request: (method, params = []) => provider.request({ method, params }),
       close: () => server.close(),
     }
@@ -204,7 +233,7 @@ async function main(args: string[]): Promise<void> {
     [role, withKeys ? a : { address: a.address }]))
   process.stdout.write(`${JSON.stringify({
     rpcUrl: chain.rpcUrl, chainId: chain.chainId, token: chain.token, tokenInfo: chain.tokenInfo,
-    wallet1271: chain.wallet1271, payerTokens: chain.payerTokens.toString(), accounts,
+    wallet1271: chain.wallet1271, permit2: chain.permit2, payerTokens: chain.payerTokens.toString(), accounts,
   }, null, 2)}\n`)
   const stop = () => { void chain.close().then(() => process.exit(0)) }
   process.once('SIGINT', stop)

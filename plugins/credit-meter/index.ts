@@ -55,6 +55,21 @@ function requestedRefund(ctx: RequestContext): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0
 }
 
+/**
+ * The credits this request is charged if its answer stands (reserved minus a handler's refund),
+ * or undefined when no credit meter ran on it. Lets a later plugin price the request by use (the
+ * x402 paywall's `upto` scheme) with the meter's own cost rules (per request, per item).
+ */
+export function chargedCredits(ctx: RequestContext): number | undefined {
+  const state = ctx.state.get(STATE) as MeterState | undefined
+  if (!state) return undefined
+  const { metered } = state
+  if (metered.state === 'released') return 0
+  // Before the meter settles, a handler's refund is only requested; after, it is in `refunded`.
+  const refund = Math.max(metered.refunded, Math.min(Math.max(0, requestedRefund(ctx)), metered.amount))
+  return metered.amount - refund
+}
+
 function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const apiType = config.apiType ?? init.route.apiType
   if (!apiType || !(API_TYPES as readonly string[]).includes(apiType)) {

@@ -13,6 +13,8 @@ export interface PaywallFacilitatorConfig {
   rpcTimeoutMs: number
   pollingIntervalMs: number
   upstream?: string
+  /** upto with an upstream facilitator: the address that facilitator settles from. */
+  facilitatorAddress?: string
 }
 
 /** A Solana asset: an SPL mint. */
@@ -31,6 +33,10 @@ export interface PaywallNetworkConfig {
 }
 
 export interface PaywallConfig {
+  /** `exact`: a fixed price per request; `upto`: per use, `price` being the most one request can cost. */
+  scheme: 'exact' | 'upto'
+  /** upto: atomic token units per credit the credit meter charged for the request. */
+  pricePerCredit?: string
   price: string
   payTo: string
   description: string
@@ -75,6 +81,7 @@ const facilitatorSchema: JsonSchema = {
       minLength: 1,
       description: 'Named upstream of an x402 facilitator (its URL is the base of /verify and /settle), e.g. this gateway\'s own /x402/base/testnet/<key>. Exclusive with rpcUrl.',
     },
+    facilitatorAddress: address('scheme upto with an upstream facilitator: the address it settles from (its `supported` upto kind names it); clients bind it into their permit. In process it is the signer key\'s address.'),
   },
 }
 
@@ -106,7 +113,13 @@ export const paywallConfigSchema: JsonSchema = {
   additionalProperties: false,
   required: ['price', 'payTo', 'networks'],
   properties: {
-    price: amount('Price of one request in atomic token units (10000 = 0.01 USDC), matched exactly.'),
+    scheme: {
+      enum: ['exact', 'upto'],
+      default: 'exact',
+      description: 'exact: every request costs `price`. upto (x402 v2, Permit2): the client signs `price` as a maximum and pays what the request used: the credits the credit-meter plugin charged for it (per proof, per item) × pricePerCredit, never more than `price`; zero sends no transaction.',
+    },
+    pricePerCredit: amount('scheme upto: atomic token units charged per credit the credit meter charged for the request. Required with upto.'),
+    price: amount('Price of one request in atomic token units (10000 = 0.01 USDC), matched exactly; with scheme upto, the most one request can cost.'),
     payTo: address('Address that receives the payments.'),
     description: { type: 'string', default: '', description: 'What is paid for; shown to clients in the 402 answer.' },
     mimeType: { type: 'string', default: 'application/json', description: 'Media type of the paid resource (402 answer).' },

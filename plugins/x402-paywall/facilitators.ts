@@ -4,7 +4,9 @@
  * HTTP (a named upstream). A network whose in-process facilitator lacks an RPC URL or a signer key
  * is left out of the offer, with a warning, rather than failing the whole config.
  */
+import { privateKeyToAccount } from 'viem/accounts'
 import type { PluginInit } from '../../core/plugin.ts'
+import { chainIdOfNetwork } from '../x402-facilitator/evm/chains.ts'
 import { settlementRecordsFrom } from '../x402-facilitator/evm/records.ts'
 import type { Facilitator } from '../x402-facilitator/facilitator.ts'
 import { LocalFacilitator } from '../x402-facilitator/local-facilitator.ts'
@@ -23,13 +25,14 @@ export interface PaidNetwork {
 async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: PluginInit): Promise<PaidNetwork | undefined> {
   const svm = svmNetworkNamed(entry.network)
   if (svm) return openSvmPaidNetwork(config, entry, svm, init)
-  const offer = networkOffer(config, entry)
   const settings = entry.facilitator
   const rpcUrl = settings.rpcUrl?.trim()
   const label = entry.network
+  const upto = config.scheme === 'upto'
   if (rpcUrl && settings.upstream) throw new Error(`network ${label}: set either facilitator.rpcUrl or facilitator.upstream, not both`)
   if (settings.upstream) {
     if (!init.upstreamNames.includes(settings.upstream)) throw new Error(`network ${label}: unknown upstream "${settings.upstream}"`)
+    const offer = networkOffer(config, entry, upto ? settings.facilitatorAddress : undefined)
     return { offer, facilitator: new RemoteFacilitator(label, init.upstream(settings.upstream), init.log) }
   }
   if (!rpcUrl) {
@@ -41,6 +44,8 @@ async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: Pl
     init.log.warn({ network: label }, `x402 paywall network left out: ${key.missing}`)
     return undefined
   }
+  // upto offers name the address that settles: in process, the signer key's.
+  const offer = networkOffer(config, entry, upto ? privateKeyToAccount(key.key).address : undefined)
   const facilitator = await LocalFacilitator.open(label, offer.chainId, key.key, {
     rpcUrl,
     assets: [offer.asset],
@@ -64,6 +69,7 @@ async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: Pl
  * ```
  */
 export async function openPaidNetworks(config: PaywallConfig, init: PluginInit): Promise<PaidNetwork[]> {
+  if (config.scheme === 'upto' && config.pricePerCredit === undefined) throw new Error('scheme upto needs pricePerCredit')
   const seen = new Set<string>()
   for (const entry of config.networks) {
     const caip2 = svmNetworkNamed(entry.network)?.caip2 ?? networkOffer(config, entry).caip2

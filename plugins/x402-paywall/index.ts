@@ -10,9 +10,14 @@
  *   settlement releases the content, with `PAYMENT-RESPONSE` (v2) / `X-PAYMENT-RESPONSE` (v1).
  *   A failed settlement → 402, content withheld. An answer ≥ 400 is passed on unsettled.
  *
+ * Per use (`scheme: upto`, x402 v2 over Permit2): the client signs `price` as a maximum; the
+ * settlement takes what the request used, the credit meter's charge × `pricePerCredit`, capped at
+ * the maximum; nothing used, nothing sent.
+ *
  * CORS: every answer exposes the payment headers; `corsOrigins` adds Allow-Origin and preflights.
  */
 import { GatewayError } from '../../core/errors.ts'
+import { chargedCredits } from '../credit-meter/index.ts'
 import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
 import { reasons } from '../x402-facilitator/evm/errors.ts'
 import type { SettleResponse } from '../x402-facilitator/evm/types.ts'
@@ -23,7 +28,7 @@ import { authorizationKey, matchOffer, readPayment } from './payment-header.ts'
 import { redemptionsFrom } from './redemptions.ts'
 import { svmReasons } from '../x402-facilitator/svm/errors.ts'
 
-const retryableAfterPending: ReadonlySet<string> = new Set([reasons.nonceAlreadyUsed, svmReasons.simulationFailed])
+const retryableAfterPending: ReadonlySet<string> = new Set([reasons.nonceAlreadyUsed, reasons.permit2InvalidNonce, svmReasons.simulationFailed])
 
 const STATE = 'x402-paywall'
 const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
@@ -36,6 +41,8 @@ interface PaidRequest {
   key: string | undefined
   payer: string
   url: string
+  /** upto: the price of one credit; the settled amount follows the credits used. */
+  pricePerCredit?: string
   settled?: boolean
 }
 
@@ -53,6 +60,22 @@ function applyCors(ctx: RequestContext, origins: ReadonlySet<string>): boolean {
   ctx.responseHeaders['access-control-allow-origin'] = origins.has('*') ? '*' : origin
   if (!origins.has('*')) ctx.responseHeaders.vary = 'Origin'
   return true
+}
+
+/**
+ * The settle body. upto: the requirements' amount becomes what the request used — the credits the
+ * credit meter charged × pricePerCredit, capped at the signed maximum (no meter on the route: the
+ * maximum).
+ */
+function settleBody(paid: PaidRequest, ctx: RequestContext): Record<string, unknown> {
+  if (!paid.pricePerCredit) return paid.facilitatorBody
+  const requirements = paid.facilitatorBody.paymentRequirements as { amount: string }
+  const maximum = BigInt(requirements.amount)
+  const credits = chargedCredits(ctx)
+  const used = credits === undefined ? maximum : BigInt(credits) * BigInt(paid.pricePerCredit)
+  const amount = used < maximum ? used : maximum
+  ctx.logFields.x402Amount = amount.toString()
+  return { ...paid.facilitatorBody, paymentRequirements: { ...requirements, amount: amount.toString() } }
 }
 
 const x402Paywall: PluginDefinition<PaywallConfig> = {
@@ -105,7 +128,7 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         const { body: verdict } = await network.facilitator.verify(facilitatorBody, ctx.signal)
         ctx.logFields.payer = verdict.payer || undefined
         if (!verdict.isValid) {
-          // A retry after `settlement_pending`: the nonce is used by our own transaction (EVM), or our
+          // A retry after `settlement_pending`: the nonce is used by our own transaction (EVM: EIP-3009 or Permit2), or our
           // own transaction no longer simulates (Solana: already processed).
           const retry = key !== undefined && retryableAfterPending.has(verdict.invalidReason ?? '') && (await redemptions.isPending(key))
           if (!retry) {
@@ -114,7 +137,10 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
           }
         }
         ctx.logFields.x402Network = offer.caip2
-        ctx.state.set(STATE, { network, version: read.version, facilitatorBody, key, payer: verdict.payer, url } satisfies PaidRequest)
+        ctx.state.set(STATE, {
+          network, version: read.version, facilitatorBody, key, payer: verdict.payer, url,
+          pricePerCredit: config.scheme === 'upto' ? config.pricePerCredit : undefined,
+        } satisfies PaidRequest)
       },
 
       async response(ctx) {
@@ -123,7 +149,7 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         paid.settled = true
         // The service failed or refused: nothing is charged, the authorization stays unused.
         if (ctx.error || !ctx.response || ctx.response.status >= 400) return
-        const { body: result } = await paid.network.facilitator.settle(paid.facilitatorBody)
+        const { body: result } = await paid.network.facilitator.settle(settleBody(paid, ctx))
         const headerName = paid.version === 2 ? 'payment-response' : 'x-payment-response'
         ctx.logFields.x402Result = result.success ? 'settled' : result.errorReason
         if (result.transaction) ctx.logFields.tx = result.transaction

@@ -18,24 +18,32 @@ export interface NetworkOffer {
   asset: EvmAssetInfo
   /** The v2 requirement, exactly as advertised (a v2 payment's `accepted` must equal it). */
   v2: PaymentRequirementsV2
-  /** v1 requirement without the per-request `resource`. */
-  v1: Omit<PaymentRequirementsV1, 'resource'>
+  /** v1 requirement without the per-request `resource`; absent for upto (v1 has no upto). */
+  v1?: Omit<PaymentRequirementsV1, 'resource'>
 }
 
-/** Builds a network's terms from the config; throws (failing the config) on an unknown network without an asset. */
-export function networkOffer(config: PaywallConfig, entry: PaywallNetworkConfig): NetworkOffer {
+/**
+ * Builds a network's terms from the config; throws (failing the config) on an unknown network without an asset.
+ * With scheme upto the v2 requirement is `upto` over Permit2 naming `facilitatorAddress` (the
+ * client binds it into the permit), and v1, which has no upto, offers nothing.
+ */
+export function networkOffer(config: PaywallConfig, entry: PaywallNetworkConfig, facilitatorAddress?: string): NetworkOffer {
   const chainId = chainIdOfNetwork(entry.network)
   if (chainId === undefined) throw new Error(`network "${entry.network}" is neither a known short name nor eip155:<chain id>`)
   const known = resolveEvmNetwork(chainId)
   // Solana entries never reach here (svm-networks.ts); EVM entries carry an EIP-3009 asset.
   const asset = (entry.asset as EvmAssetInfo | undefined) ?? known?.defaultUsdc
   if (!asset) throw new Error(`network "${entry.network}" has no default asset; set asset`)
+  const upto = config.scheme === 'upto'
+  if (upto && !facilitatorAddress) throw new Error(`network "${entry.network}": scheme upto needs the facilitator's address (facilitator.facilitatorAddress for an upstream)`)
   const common = {
-    scheme: 'exact',
+    scheme: upto ? 'upto' : 'exact',
     asset: getAddress(asset.address),
     payTo: getAddress(entry.payTo ?? config.payTo),
     maxTimeoutSeconds: config.maxTimeoutSeconds,
-    extra: { name: asset.name, version: asset.version },
+    extra: upto
+      ? { name: asset.name, version: asset.version, assetTransferMethod: 'permit2', facilitatorAddress: getAddress(facilitatorAddress!) }
+      : { name: asset.name, version: asset.version } as Record<string, string>,
   }
   const price = entry.price ?? config.price
   const caip2 = `eip155:${chainId}`
@@ -43,7 +51,7 @@ export function networkOffer(config: PaywallConfig, entry: PaywallNetworkConfig)
   return {
     chainId, caip2, v1Network, asset: { ...asset, address: common.asset },
     v2: { ...common, network: caip2, amount: price },
-    v1: { ...common, network: v1Network, maxAmountRequired: price, description: config.description, mimeType: config.mimeType, outputSchema: null },
+    v1: upto ? undefined : { ...common, network: v1Network, maxAmountRequired: price, description: config.description, mimeType: config.mimeType, outputSchema: null },
   }
 }
 
@@ -91,7 +99,7 @@ export function paymentRequired(
   const v1 = {
     x402Version: 1,
     error: texts.v1,
-    accepts: offers.map((offer) => ({ ...offer.v1, resource: url })),
+    accepts: offers.flatMap((offer) => (offer.v1 ? [{ ...offer.v1, resource: url }] : [])),
     ...(more.payer ? { payer: more.payer } : {}),
   }
   return {

@@ -65,12 +65,14 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 /** The offer a payment pays for, or undefined. */
 export function matchOffer(offers: readonly NetworkOffer[], version: 1 | 2, payload: Record<string, any>): NetworkOffer | undefined {
   if (version === 2) return offers.find((offer) => deepEqual(offer.v2, payload.accepted))
-  return offers.find((offer) => payload.scheme === 'exact' && payload.network === offer.v1Network)
+  return offers.find((offer) => offer.v1 !== undefined && payload.scheme === 'exact' && payload.network === offer.v1Network)
 }
 
 /** The authorization's identity, for the paywall's own redemption records; undefined if absent. */
 export function authorizationKey(offer: NetworkOffer, payload: Record<string, any>): string | undefined {
   if (offer.caip2.startsWith('solana:')) return svmPaymentKey(offer, payload)
+  const permit = payload.payload?.permit2Authorization
+  if (typeof permit?.from === 'string' && typeof permit?.nonce === 'string') return `${offer.caip2}:permit2:${permit.from}:${permit.nonce}`.toLowerCase()
   const authorization = payload.payload?.authorization
   const from = authorization?.from
   const nonce = authorization?.nonce

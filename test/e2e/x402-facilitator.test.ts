@@ -14,7 +14,8 @@ import { join } from 'node:path'
 import { BIN, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { call, x402Config, x402Env } from '../helpers/x402.ts'
 import {
-  bodyV1, bodyV2, now, price, requirementsV1, requirementsV2, sdkBodyV1, sdkBodyV2, sdkSigner, signAuthorization, startFixture,
+  bodyV1, bodyV2, now, permit2RequirementsV2, price, requirementsV1, requirementsV2, sdkBodyV1, sdkBodyV2, sdkPermit2BodyV1, sdkSigner,
+  sdkUptoBody, signAuthorization, startFixture, uptoRequirements,
 } from '../plugins/x402-facilitator/evm-helpers.ts'
 
 const fresh = (name: string) => `xk_${name}_${randomBytes(10).toString('hex')}`
@@ -49,8 +50,9 @@ t.test('supported lists the v1 and v2 kinds of the path network and the signer; 
   t.equal(supported.status, 200)
   t.same(supported.json(), {
     kinds: [
-      { x402Version: 1, scheme: 'exact', network: 'base-sepolia' },
-      { x402Version: 2, scheme: 'exact', network: 'eip155:84532' },
+      { x402Version: 1, scheme: 'exact', network: 'base-sepolia', extra: { assetTransferMethods: ['eip3009', 'permit2'] } },
+      { x402Version: 2, scheme: 'exact', network: 'eip155:84532', extra: { assetTransferMethods: ['eip3009', 'permit2'] } },
+      { x402Version: 2, scheme: 'upto', network: 'eip155:84532', extra: { facilitatorAddress: accounts.facilitator.address, assetTransferMethods: ['permit2'] } },
     ],
     extensions: [],
     signers: { 'eip155:*': [accounts.facilitator.address] },
@@ -81,6 +83,33 @@ t.test('payments from the official SDK, v2 and v1, verify and settle through the
     t.match((await verify(body)).json(), { isValid: false, invalidReason: 'invalid_exact_evm_nonce_already_used', payer: accounts.payer.address })
   }
   t.notOk(gw.output.some((line) => line.includes(KEY.x402) || line.includes(accounts.facilitator.privateKey.slice(2))), 'neither the API key nor the signer key is logged')
+})
+
+t.test('Permit2 and upto payments from the official SDK verify and settle through the gateway', async (t) => {
+  for (const body of [await sdkBodyV2(f, payer, permit2RequirementsV2(f)), await sdkPermit2BodyV1(f, payer)]) {
+    const verified = await verify(body)
+    t.equal(verified.status, 200)
+    t.same(verified.json(), { isValid: true, invalidReason: null, payer: accounts.payer.address })
+    const [payerBefore, payeeBefore] = await balances()
+    const settled = await settle(body)
+    t.match(settled.json(), { success: true, payer: accounts.payer.address, transaction: /^0x[0-9a-f]{64}$/ })
+    t.same(await balances(), [payerBefore - BigInt(price), payeeBefore + BigInt(price)], 'one transfer through the Permit2 proxy')
+    t.match((await verify(body)).json(), { isValid: false, invalidReason: 'permit2_invalid_nonce' })
+  }
+  const upto = await sdkUptoBody(f, payer, uptoRequirements(f, '40000'))
+  t.same((await verify(upto)).json(), { isValid: true, invalidReason: null, payer: accounts.payer.address })
+  const [payerBefore, payeeBefore] = await balances()
+  const above = await settle({ ...upto, paymentRequirements: { ...upto.paymentRequirements, amount: '40001' } })
+  t.match(above.json(), { success: false, errorReason: 'invalid_upto_evm_payload_settlement_exceeds_amount', payer: accounts.payer.address })
+  const settled = await settle({ ...upto, paymentRequirements: { ...upto.paymentRequirements, amount: '777' } })
+  t.match(settled.json(), { success: true, amount: '777', transaction: /^0x[0-9a-f]{64}$/ })
+  t.same(await balances(), [payerBefore - 777n, payeeBefore + 777n], 'exactly the amount used')
+
+  const malformed = await sdkBodyV2(f, payer, permit2RequirementsV2(f))
+  malformed.paymentPayload.payload.permit2Authorization.deadline = 'soon'
+  const refused = await verify(malformed)
+  t.equal(refused.status, 400)
+  t.match(refused.json(), { isValid: false, invalidReason: 'invalid_payload', invalidMessage: /permit2Authorization\.deadline/, payer: accounts.payer.address })
 })
 
 t.test('each failure code, with its status and body', async (t) => {

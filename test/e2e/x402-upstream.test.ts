@@ -166,6 +166,7 @@ t.test('a chain RPC down at start: the gateway starts, the network answers 503, 
   t.same((await call(at(gwA, 'ethereum/testnet', 'verify'), { body })).json(), { isValid: true, invalidReason: null, payer: sepolia.accounts.payer.address })
   t.match((await call(at(gwA, 'ethereum/testnet', 'settle'), { body })).json(), { success: true, network: 'eip155:11155111' })
   const supported = (await call(at(gwA, 'ethereum/testnet', 'supported'))).json()
-  t.same(supported.kinds, [{ x402Version: 1, scheme: 'exact', network: 'sepolia' }, { x402Version: 2, scheme: 'exact', network: 'eip155:11155111' }],
-    'the spec example: sepolia (v1) and eip155:11155111 (v2)')
+  t.same(supported.kinds.map((k: any) => [k.x402Version, k.scheme, k.network]),
+    [[1, 'exact', 'sepolia'], [2, 'exact', 'eip155:11155111'], [2, 'upto', 'eip155:11155111']],
+    'the spec example: sepolia (v1) and eip155:11155111 (v2), plus upto (v2)')
 })

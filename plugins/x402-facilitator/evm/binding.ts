@@ -9,6 +9,16 @@ import { reasons } from './errors.ts'
 import type { TypedAuthorization } from './signature.ts'
 import type { Eip3009Authorization, FacilitatorRequest, PaymentRequirementsV2 } from './types.ts'
 
+/** What the requirement checks read: the same for every payload kind. */
+export interface RequirementsView {
+  version: 1 | 2
+  network: string
+  scheme: string
+  requirements: PaymentView['requirements']
+  accepted?: PaymentRequirementsV2
+  payer: string
+}
+
 /** One shape for both versions. */
 export interface PaymentView {
   version: 1 | 2
@@ -80,7 +90,7 @@ function sameAddress(a: string, b: string): boolean {
 }
 
 /** v2: the accepted requirements must be the ones presented (stricter than the reference). */
-function acceptedMismatch(view: PaymentView): Failure | undefined {
+function acceptedMismatch(view: RequirementsView): Failure | undefined {
   const accepted = view.accepted
   if (!accepted) return undefined
   const r = view.requirements
@@ -107,10 +117,27 @@ function acceptedMismatch(view: PaymentView): Failure | undefined {
  * domain, network) with our allow-list and binding checks added where they first can run.
  */
 export function checkBinding(ctx: EvmChainContext, view: PaymentView): BoundPayment | Failure {
+  const checked = checkRequirements(ctx, view, 'exact')
+  if ('reason' in checked) return checked
+  const typed = typedAuthorization(view)
+  if ('reason' in typed) return typed
+  return { asset: checked.asset, typed, domain: checked.domain }
+}
+
+/**
+ * The payload-independent part of {@link checkBinding}: scheme, network, asset allow-list, the
+ * asset's EIP-712 domain and, for v2, `accepted` equal to the requirements.
+ */
+export function checkRequirements(
+  ctx: EvmChainContext, view: RequirementsView, scheme: 'exact' | 'upto',
+): { asset: EvmAssetInfo; domain: BoundPayment['domain'] } | Failure {
   const r = view.requirements
-  if (view.scheme !== 'exact' || r.scheme !== 'exact') {
-    const offending = view.scheme !== 'exact' ? view.scheme : r.scheme
-    return { reason: reasons.invalidScheme, message: `scheme must be "exact", got "${offending}"`, details: { scheme: offending } }
+  if (view.scheme !== scheme || r.scheme !== scheme) {
+    const offending = view.scheme !== scheme ? view.scheme : r.scheme
+    return {
+      reason: scheme === 'exact' ? reasons.invalidScheme : reasons.uptoInvalidScheme,
+      message: `scheme must be "${scheme}", got "${offending}"`, details: { scheme: offending },
+    }
   }
   if (view.network !== r.network) {
     return {
@@ -152,10 +179,5 @@ export function checkBinding(ctx: EvmChainContext, view: PaymentView): BoundPaym
   }
   const mismatch = acceptedMismatch(view)
   if (mismatch) return mismatch
-  const typed = typedAuthorization(view)
-  if ('reason' in typed) return typed
-  return {
-    asset, typed,
-    domain: { name: asset.name, version: asset.version, chainId: ctx.chainId, verifyingContract: asset.address },
-  }
+  return { asset, domain: { name: asset.name, version: asset.version, chainId: ctx.chainId, verifyingContract: asset.address } }
 }

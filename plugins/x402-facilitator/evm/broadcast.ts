@@ -8,7 +8,7 @@
  *   fails ambiguously (timeout, connection reset) the caller still has the hash and answers
  *   `settlement_pending` instead of a failure that would make the client pay twice.
  */
-import { BaseError, encodeFunctionData, keccak256, RpcRequestError, type Hex } from 'viem'
+import { BaseError, encodeFunctionData, keccak256, RpcRequestError, type Address, type Hex } from 'viem'
 import { eip3009Abi } from './abi.ts'
 import type { EvmChainContext } from './context.ts'
 import { transferArgs, type PreparedTransfer } from './verify.ts'
@@ -64,10 +64,28 @@ function isDefiniteRejection(error: unknown): boolean {
 export async function broadcastTransfer(
   ctx: EvmChainContext, transfer: PreparedTransfer, onSigned: (hash: Hex) => Promise<void>,
 ): Promise<Hex> {
-  const to = transfer.bound.asset.address
-  const data = encodeFunctionData({
-    abi: eip3009Abi, functionName: 'transferWithAuthorization', args: transferArgs(transfer) as any,
-  })
+  return broadcastCall(ctx, transferCall(transfer), onSigned)
+}
+
+/** A contract call the facilitator sends: target and calldata. */
+export interface SettlementCall {
+  to: Address
+  data: Hex
+}
+
+/** The token's transferWithAuthorization call for a verified EIP-3009 transfer. */
+export function transferCall(transfer: PreparedTransfer): SettlementCall {
+  return {
+    to: transfer.bound.asset.address,
+    data: encodeFunctionData({ abi: eip3009Abi, functionName: 'transferWithAuthorization', args: transferArgs(transfer) as any }),
+  }
+}
+
+/** {@link broadcastTransfer} for any settlement call (the EIP-3009 token, a Permit2 proxy). */
+export async function broadcastCall(
+  ctx: EvmChainContext, call: SettlementCall, onSigned: (hash: Hex) => Promise<void>,
+): Promise<Hex> {
+  const { to, data } = call
   const account = ctx.walletClient.account
   const estimate = await ctx.publicClient.estimateGas({ account, to, data })
   const gas = estimate + (estimate * gasHeadroomPercent) / 100n

@@ -96,13 +96,16 @@ export interface ConfiguredEvmNetwork {
 
 /**
  * The `supported` answer for the configured EVM networks: a v1 kind under the short name (when the
- * network has one) and a v2 kind under `eip155:<id>`, plus the signers under `eip155:*`.
+ * network has one) and a v2 kind under `eip155:<id>` for `exact` (EIP-3009 and Permit2 payloads),
+ * a v2 `upto` kind (Permit2) naming the facilitator address clients must bind, plus the signers
+ * under `eip155:*`.
  *
  * @example
  * ```ts
  * supportedKinds([{ network: 'eip155:11155111', signers: ['0xFacilitator…'] }])
- * // { kinds: [{x402Version:1,scheme:'exact',network:'sepolia'},
- * //           {x402Version:2,scheme:'exact',network:'eip155:11155111'}],
+ * // { kinds: [{x402Version:1,scheme:'exact',network:'sepolia',extra:{assetTransferMethods:['eip3009','permit2']}},
+ * //           {x402Version:2,scheme:'exact',network:'eip155:11155111',extra:{…}},
+ * //           {x402Version:2,scheme:'upto',network:'eip155:11155111',extra:{facilitatorAddress:'0xFacilitator…',…}}],
  * //   extensions: [], signers: {'eip155:*': ['0xFacilitator…']} }
  * ```
  */
@@ -111,7 +114,7 @@ export function supportedKinds(configured: readonly ConfiguredEvmNetwork[]): Sup
   const signers = new Set<string>()
   const seen = new Set<string>()
   const add = (kind: SupportedKind) => {
-    const key = `${kind.x402Version}|${kind.network}`
+    const key = `${kind.x402Version}|${kind.scheme}|${kind.network}`
     if (!seen.has(key)) {
       seen.add(key)
       kinds.push(kind)
@@ -121,8 +124,15 @@ export function supportedKinds(configured: readonly ConfiguredEvmNetwork[]): Sup
     const known = resolveEvmNetwork(entry.network)
     const chainId = known?.chainId ?? (typeof entry.network === 'number' ? entry.network : chainIdOfNetwork(entry.network))
     if (chainId === undefined) throw new Error(`not an EVM network: ${String(entry.network)}`)
-    if (known) add({ x402Version: 1, scheme: 'exact', network: known.v1Name })
-    add({ x402Version: 2, scheme: 'exact', network: `eip155:${chainId}` })
+    // exact accepts EIP-3009 and Permit2 payloads under both versions; upto (Permit2 only, v2)
+    // needs the client to bind the settling facilitator, so its kind names our signer.
+    const methods = { assetTransferMethods: ['eip3009', 'permit2'] }
+    if (known) add({ x402Version: 1, scheme: 'exact', network: known.v1Name, extra: methods })
+    add({ x402Version: 2, scheme: 'exact', network: `eip155:${chainId}`, extra: methods })
+    const [facilitatorAddress] = entry.signers
+    if (facilitatorAddress) {
+      add({ x402Version: 2, scheme: 'upto', network: `eip155:${chainId}`, extra: { facilitatorAddress, assetTransferMethods: ['permit2'] } })
+    }
     for (const signer of entry.signers) signers.add(signer)
   }
   return { kinds, extensions: [], signers: signers.size > 0 ? { 'eip155:*': [...signers] } : {} }

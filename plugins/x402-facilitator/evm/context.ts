@@ -26,6 +26,11 @@ export interface EvmChainContext {
   now(): number
   /** How often receipts are polled while settling. */
   pollingIntervalMs: number
+  /**
+   * Lower-cased addresses of assets already seen with code. Code cannot go away (SELFDESTRUCT only
+   * clears code created in the same transaction since Cancun), so verify reads it once per asset.
+   */
+  assetsWithCode: Set<string>
 }
 
 export interface EvmChainOptions {
@@ -68,7 +73,8 @@ export function createEvmChainContext(options: EvmChainOptions): EvmChainContext
     nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
     rpcUrls: { default: { http: [options.rpcUrl] } },
   })
-  const transport = http(options.rpcUrl, { retryCount: options.rpcRetryCount ?? 0, timeout: options.rpcTimeoutMs ?? 10_000 })
+  // batch: the reads of one verify (started in the same tick) travel as one JSON-RPC batch.
+  const transport = http(options.rpcUrl, { retryCount: options.rpcRetryCount ?? 0, timeout: options.rpcTimeoutMs ?? 10_000, batch: true })
   const account = privateKeyToAccount(options.signerPrivateKey)
   return {
     chainId,
@@ -80,6 +86,7 @@ export function createEvmChainContext(options: EvmChainOptions): EvmChainContext
     assets,
     now: options.now ?? (() => Math.floor(Date.now() / 1000)),
     pollingIntervalMs,
+    assetsWithCode: new Set(),
   }
 }
 

@@ -57,6 +57,41 @@ export const reasons = {
   settlementPending: 'settlement_pending',
   /** [LEGACY] another settle of the same authorization is in progress. */
   duplicateSettlement: 'duplicate_settlement',
+  /** [TS] Permit2: permit2Authorization.spender is not the x402 exact (or upto) Permit2 proxy. */
+  permit2InvalidSpender: 'invalid_permit2_spender',
+  /** [TS] Permit2: witness.to differs from payTo. */
+  permit2RecipientMismatch: 'invalid_permit2_recipient_mismatch',
+  /** [TS] Permit2: deadline is less than 6 s away (or past). */
+  permit2DeadlineExpired: 'permit2_deadline_expired',
+  /** [TS] Permit2: witness.validAfter is in the future. */
+  permit2NotYetValid: 'permit2_not_yet_valid',
+  /** [TS] Permit2: permitted.amount differs from the required amount. */
+  permit2AmountMismatch: 'permit2_amount_mismatch',
+  /** [TS] Permit2: permitted.token differs from the asset. */
+  permit2TokenMismatch: 'permit2_token_mismatch',
+  /** [TS] Permit2: the signature does not authorize this permit for `from`. */
+  permit2InvalidSignature: 'invalid_permit2_signature',
+  /** [TS] Permit2: the payer's allowance to Permit2 is below the amount (resource servers answer 412). */
+  permit2AllowanceRequired: 'permit2_allowance_required',
+  /** [TS] Permit2: the payer's balance is below the amount. */
+  permit2InsufficientBalance: 'permit2_insufficient_balance',
+  /** [TS] Permit2: no code at Permit2 or at the proxy on this chain. */
+  permit2ProxyNotDeployed: 'permit2_proxy_not_deployed',
+  /** [TS] Permit2: the Permit2 nonce of `from` is already used. */
+  permit2InvalidNonce: 'permit2_invalid_nonce',
+  /** [TS] Permit2: the simulated proxy settle reverted for another reason. */
+  permit2SimulationFailed: 'permit2_simulation_failed',
+  /** [TS] Permit2 proxy reverts at settle. */
+  permit2InvalidAmount: 'permit2_invalid_amount',
+  permit2InvalidDestination: 'permit2_invalid_destination',
+  permit2InvalidOwner: 'permit2_invalid_owner',
+  permit2PaymentTooEarly: 'permit2_payment_too_early',
+  /** [TS upto] scheme of payload or requirements is not `upto`. */
+  uptoInvalidScheme: 'invalid_upto_evm_scheme',
+  /** [TS upto] the settle amount is above the signed maximum. */
+  uptoSettlementExceedsAmount: 'invalid_upto_evm_payload_settlement_exceeds_amount',
+  /** [TS upto] witness.facilitator is not this facilitator's signer. */
+  uptoFacilitatorMismatch: 'upto_facilitator_mismatch',
   /** [SPEC] an RPC or internal fault during verify / settle. */
   unexpectedVerifyError: 'unexpected_verify_error',
   unexpectedSettleError: 'unexpected_settle_error',

@@ -6,7 +6,7 @@
  * `description`, `outputSchema`...), while the signed authorization is closed.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import type { FacilitatorRequest } from './types.ts'
+import type { FacilitatorRequest, Permit2Request } from './types.ts'
 import { reasons } from './errors.ts'
 
 const hex = (digits: number) => `^0x[0-9a-fA-F]{${digits}}$`
@@ -66,6 +66,45 @@ const exactEvmPayload = {
         validAfter: timestamp('The authorization is valid strictly after this time.'),
         validBefore: timestamp('The authorization is valid strictly before this time.'),
         nonce: { type: 'string', pattern: patterns.bytes32, description: '0x-prefixed 32-byte random nonce, unique per payer.' },
+      },
+    },
+  },
+}
+
+const permit2Payload = {
+  type: 'object',
+  description: 'The Permit2 PermitWitnessTransferFrom the payer signed, and the signature.',
+  required: ['signature', 'permit2Authorization'],
+  additionalProperties: false,
+  properties: {
+    signature: exactEvmPayload.properties.signature,
+    permit2Authorization: {
+      type: 'object',
+      description: 'The signed Permit2 message (spender = the x402 Permit2 proxy, witness = recipient and start time).',
+      required: ['from', 'permitted', 'spender', 'nonce', 'deadline', 'witness'],
+      additionalProperties: false,
+      properties: {
+        from: address('Payer address; the token moves from here.'),
+        permitted: {
+          type: 'object', description: 'Token and amount the payer permits.',
+          required: ['token', 'amount'], additionalProperties: false,
+          properties: {
+            token: address('Token address; must equal paymentRequirements.asset.'),
+            amount: amount('Permitted amount: the exact amount (exact) or the maximum (upto).'),
+          },
+        },
+        spender: address('The x402 Permit2 proxy that may spend the permit.'),
+        nonce: amount('Permit2 unordered nonce (decimal uint256).'),
+        deadline: timestamp('The permit is valid up to this time.'),
+        witness: {
+          type: 'object', description: 'Data bound into the signature by the proxy.',
+          required: ['to', 'validAfter'], additionalProperties: false,
+          properties: {
+            to: address('Recipient; must equal paymentRequirements.payTo.'),
+            facilitator: address('upto only: the facilitator allowed to settle; must be this facilitator\'s signer.'),
+            validAfter: timestamp('The permit is not valid before this time.'),
+          },
+        },
       },
     },
   },
@@ -146,10 +185,36 @@ export const requestSchemaV2 = {
   },
 }
 
+/** The same bodies with a Permit2 payload. */
+function withPayload(schema: typeof requestSchemaV1 | typeof requestSchemaV2, payload: object) {
+  const paymentPayload = schema.properties.paymentPayload
+  return { ...schema, properties: { ...schema.properties, paymentPayload: { ...paymentPayload, properties: { ...paymentPayload.properties, payload } } } }
+}
+
 const ajv = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true })
 const validators: Record<1 | 2, ValidateFunction> = {
   1: ajv.compile(requestSchemaV1),
   2: ajv.compile(requestSchemaV2),
+}
+const permit2Validators: Record<1 | 2, ValidateFunction> = {
+  1: ajv.compile(withPayload(requestSchemaV1, permit2Payload)),
+  2: ajv.compile(withPayload(requestSchemaV2, permit2Payload)),
+}
+
+/** Whether the body carries a Permit2 payload (so {@link parsePermit2Request} applies). */
+export function isPermit2Body(body: unknown): boolean {
+  const payload = (body as any)?.paymentPayload?.payload
+  return typeof payload === 'object' && payload !== null && 'permit2Authorization' in payload
+}
+
+export type ParsedPermit2Request =
+  | { ok: true; request: Permit2Request }
+  | { ok: false; reason: string; message: string; field: string; payer: string }
+
+/** {@link parseFacilitatorRequest} for bodies with a Permit2 payload. */
+export function parsePermit2Request(body: unknown): ParsedPermit2Request {
+  const parsed = parseWith(body, permit2Validators)
+  return parsed.ok ? { ok: true, request: parsed.request as unknown as Permit2Request } : parsed
 }
 
 export type ParsedRequest =
@@ -177,7 +242,8 @@ function describe(error: ErrorObject): string {
 
 /** Best effort: the payer named in a body that failed validation, so answers can carry it. */
 function payerOf(body: unknown): string {
-  const from = (body as any)?.paymentPayload?.payload?.authorization?.from
+  const payload = (body as any)?.paymentPayload?.payload
+  const from = payload?.authorization?.from ?? payload?.permit2Authorization?.from
   return typeof from === 'string' && new RegExp(patterns.address).test(from) ? from : ''
 }
 
@@ -192,6 +258,13 @@ function payerOf(body: unknown): string {
  * ```
  */
 export function parseFacilitatorRequest(body: unknown): ParsedRequest {
+  const parsed = parseWith(body, validators)
+  return parsed.ok ? { ok: true, request: parsed.request as unknown as FacilitatorRequest } : parsed
+}
+
+function parseWith(
+  body: unknown, byVersion: Record<1 | 2, ValidateFunction>,
+): { ok: true; request: unknown } | { ok: false; reason: string; message: string; field: string; payer: string } {
   const payer = payerOf(body)
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return { ok: false, reason: reasons.invalidPayload, message: 'body must be a JSON object', field: '(body)', payer }
@@ -212,17 +285,11 @@ export function parseFacilitatorRequest(body: unknown): ParsedRequest {
     }
   }
   const candidate = record.x402Version === undefined ? { ...record, x402Version: version } : record
-  const validate = validators[version]
+  const validate = byVersion[version]
   if (!validate(candidate)) {
-    if (version === 2 && (record.paymentPayload as any)?.payload?.permit2Authorization !== undefined) {
-      return {
-        ok: false, reason: reasons.unsupportedPayloadType, field: 'paymentPayload.payload', payer,
-        message: 'Permit2 payloads are not supported; pay with an EIP-3009 authorization',
-      }
-    }
     const error = validate.errors![0]!
     const field = fieldOf(error)
     return { ok: false, reason: reasons.invalidPayload, field, payer, message: `${field} ${describe(error)}` }
   }
-  return { ok: true, request: candidate as unknown as FacilitatorRequest }
+  return { ok: true, request: candidate }
 }

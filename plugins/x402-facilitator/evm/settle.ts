@@ -11,16 +11,17 @@
  * Never a bare failure after a broadcast: past the receipt bound the answer is
  * `settlement_pending` with the transaction hash, and a later settle reconciles it.
  */
-import { parseEventLogs, TransactionNotFoundError, type Hex } from 'viem'
+import { parseEventLogs, TransactionNotFoundError, type Address, type Hex } from 'viem'
 import { eip3009Abi } from './abi.ts'
-import { checkBinding, viewOf, type BoundPayment, type PaymentView } from './binding.ts'
-import { BroadcastError, broadcastTransfer } from './broadcast.ts'
+import { checkBinding, viewOf } from './binding.ts'
+import { BroadcastError, broadcastCall, transferCall, type SettlementCall } from './broadcast.ts'
+import { checkPermit2, permit2Address, permit2ViewOf } from './permit2.ts'
 import type { EvmChainContext } from './context.ts'
 import { reasons } from './errors.ts'
 import { settlementFingerprint, settlementKey, type SettlementRecord, type SettlementRecords } from './records.ts'
 import { reasonForRevert, revertText, safeMessage } from './reverts.ts'
-import { parseFacilitatorRequest } from './schema.ts'
-import type { FacilitatorRequest, SettleResponse } from './types.ts'
+import { isPermit2Body, parseFacilitatorRequest, parsePermit2Request } from './schema.ts'
+import type { SettleResponse, VerifyResponse } from './types.ts'
 import { checkPayment } from './verify.ts'
 
 /** pino-compatible subset. */
@@ -46,11 +47,25 @@ const silent: SettleLogger = { info() {}, warn() {}, error() {} }
 /** Identical settles in flight in this process, per records instance. */
 const inFlight = new WeakMap<SettlementRecords, Map<string, { fingerprint: string; result: Promise<SettleResult> }>>()
 
+/** The Transfer event a successful settlement must have emitted. */
+interface ExpectedTransfer {
+  asset: Address
+  from: Address
+  to: Address
+  value: bigint
+}
+
 interface Job {
   ctx: EvmChainContext
-  request: FacilitatorRequest
-  view: PaymentView
-  bound: BoundPayment
+  /** The payment payload's network and payer, echoed in answers. */
+  view: { network: string; payer: string }
+  expected: ExpectedTransfer
+  /** Re-runs the checks (no simulation: gas estimation simulates) and gives the call to send. */
+  prepare(): Promise<{ response: VerifyResponse; call?: SettlementCall }>
+  /** Logged with the broadcast. */
+  nonce: string
+  /** upto: the settled amount, carried in every answer. */
+  amount?: string
   key: string
   fingerprint: string
   opts: SettleOptions
@@ -74,14 +89,18 @@ function networkOf(body: unknown, fallback: string): string {
   return fallback
 }
 
-function hasTransferLog(logs: readonly any[], bound: BoundPayment): boolean {
-  const { asset, typed } = bound
+function hasTransferLog(logs: readonly any[], expected: ExpectedTransfer): boolean {
   const events = parseEventLogs({
     abi: eip3009Abi, eventName: 'Transfer',
-    logs: logs.filter((l) => String(l.address).toLowerCase() === asset.address.toLowerCase()),
+    logs: logs.filter((l) => String(l.address).toLowerCase() === expected.asset.toLowerCase()),
   })
-  return events.some((e) => e.args.from.toLowerCase() === typed.from.toLowerCase()
-    && e.args.to.toLowerCase() === typed.to.toLowerCase() && e.args.value === typed.value)
+  return events.some((e) => e.args.from.toLowerCase() === expected.from.toLowerCase()
+    && e.args.to.toLowerCase() === expected.to.toLowerCase() && e.args.value === expected.value)
+}
+
+/** Adds the upto amount to an answer when the job settles one. */
+function withAmount(job: Job, result: SettleResult): SettleResult {
+  return job.amount === undefined ? result : { ...result, amount: job.amount }
 }
 
 /** Waits (bounded) for the receipt of `hash` and records the outcome. */
@@ -101,9 +120,9 @@ async function awaitOutcome(job: Job, hash: Hex, claimedAt: number): Promise<Set
     await opts.records.release(key)
     return failure(view.network, view.payer, reasons.transactionFailed, `transaction ${hash} reverted`, hash)
   }
-  const response: SettleResponse = hasTransferLog(receipt.logs, job.bound)
+  const response: SettleResponse = withAmount(job, hasTransferLog(receipt.logs, job.expected)
     ? { success: true, errorReason: null, payer: view.payer, transaction: hash, network: view.network }
-    : failure(view.network, view.payer, reasons.transferEventMismatch, `transaction ${hash} carries no matching Transfer event`, hash)
+    : failure(view.network, view.payer, reasons.transferEventMismatch, `transaction ${hash} carries no matching Transfer event`, hash))
   try {
     await opts.records.update(key, { state: 'settled', fingerprint: job.fingerprint, claimedAt, transaction: hash, response })
   } catch (error) {
@@ -148,23 +167,23 @@ async function answerFromRecord(job: Job, stored: SettlementRecord): Promise<Set
 
 async function settleClaimed(job: Job, claimedAt: number): Promise<SettleResult> {
   const { ctx, view, key, opts, log } = job
-  const checked = await checkPayment(ctx, job.request, { simulate: false }).catch(async (error: unknown) => {
+  const checked = await job.prepare().catch(async (error: unknown) => {
     await opts.records.release(key)
     throw error
   })
-  if (!checked.transfer) {
+  if (!checked.call) {
     await opts.records.release(key)
     const r = checked.response
     return failure(view.network, view.payer, r.invalidReason ?? reasons.unexpectedSettleError, r.invalidMessage, '', r.details)
   }
-  const transfer = checked.transfer
+  const call = checked.call
   let hash: Hex
   try {
-    hash = await broadcastTransfer(ctx, transfer, async (signed) => {
+    hash = await broadcastCall(ctx, call, async (signed) => {
       await opts.records.update(key, { state: 'pending', fingerprint: job.fingerprint, claimedAt, transaction: signed })
       log.info({
         event: 'x402_broadcast', chainId: ctx.chainId, tx: signed, payer: view.payer,
-        asset: transfer.bound.asset.address, nonce: transfer.bound.typed.nonce,
+        asset: job.expected.asset, nonce: job.nonce, to: call.to,
       }, 'x402 settlement broadcast')
     })
   } catch (error) {
@@ -187,6 +206,10 @@ async function settleClaimed(job: Job, claimedAt: number): Promise<SettleResult>
 }
 
 async function settleOnce(job: Job): Promise<SettleResult> {
+  return withAmount(job, await settleOnceBare(job))
+}
+
+async function settleOnceBare(job: Job): Promise<SettleResult> {
   const fresh: SettlementRecord = { state: 'claimed', fingerprint: job.fingerprint, claimedAt: Date.now() }
   const { created, stored } = await job.opts.records.claim(job.key, fresh)
   if (!created) {
@@ -210,18 +233,11 @@ async function settleOnce(job: Job): Promise<SettleResult> {
  * ```
  */
 export async function settleExact(ctx: EvmChainContext, body: unknown, opts: SettleOptions): Promise<SettleResult> {
-  const parsed = parseFacilitatorRequest(body)
-  if (!parsed.ok) return failure(networkOf(body, ctx.caip2), parsed.payer, parsed.reason, parsed.message, '', { field: parsed.field })
-  const view = viewOf(parsed.request)
-  const bound = checkBinding(ctx, view)
-  if ('reason' in bound) return failure(view.network, view.payer, bound.reason, bound.message, '', bound.details)
-  const { typed, asset } = bound
-  const key = settlementKey(ctx.chainId, asset.address, typed.from, typed.nonce)
-  const fingerprint = settlementFingerprint({
-    chainId: ctx.chainId, asset: asset.address, from: typed.from, to: typed.to, value: typed.value.toString(),
-    validAfter: typed.validAfter.toString(), validBefore: typed.validBefore.toString(), nonce: typed.nonce,
-    payTo: view.requirements.payTo, amount: view.requirements.amount,
-  })
+  const planned = isPermit2Body(body) ? planPermit2(ctx, body) : planEip3009(ctx, body)
+  if ('failed' in planned) return planned.failed
+  const job: Job = { ...planned, opts, log: opts.log ?? silent }
+  if (job.amount === '0') return zeroUpto(job)
+  const { view, key, fingerprint } = job
   let running = inFlight.get(opts.records)
   if (!running) inFlight.set(opts.records, (running = new Map()))
   const same = running.get(key)
@@ -231,7 +247,6 @@ export async function settleExact(ctx: EvmChainContext, body: unknown, opts: Set
     }
     return { ...(await same.result), network: view.network }
   }
-  const job: Job = { ctx, request: parsed.request, view, bound, key, fingerprint, opts, log: opts.log ?? silent }
   const result = settleOnce(job).catch((error: unknown) => {
     job.log.error({ event: 'x402_settle_fault', chainId: ctx.chainId, reason: safeMessage(error) }, 'x402 settle failed unexpectedly')
     return failure(view.network, view.payer, reasons.unexpectedSettleError, `settlement failed: ${safeMessage(error)}`)
@@ -242,4 +257,78 @@ export async function settleExact(ctx: EvmChainContext, body: unknown, opts: Set
   } finally {
     running.delete(key)
   }
+}
+
+type Plan = Omit<Job, 'opts' | 'log'> | { failed: SettleResult }
+
+function planEip3009(ctx: EvmChainContext, body: unknown): Plan {
+  const parsed = parseFacilitatorRequest(body)
+  if (!parsed.ok) return { failed: failure(networkOf(body, ctx.caip2), parsed.payer, parsed.reason, parsed.message, '', { field: parsed.field }) }
+  const view = viewOf(parsed.request)
+  const bound = checkBinding(ctx, view)
+  if ('reason' in bound) return { failed: failure(view.network, view.payer, bound.reason, bound.message, '', bound.details) }
+  const { typed, asset } = bound
+  return {
+    ctx, view: { network: view.network, payer: view.payer }, nonce: typed.nonce,
+    expected: { asset: asset.address, from: typed.from, to: typed.to, value: typed.value },
+    key: settlementKey(ctx.chainId, asset.address, typed.from, typed.nonce),
+    fingerprint: settlementFingerprint({
+      chainId: ctx.chainId, asset: asset.address, from: typed.from, to: typed.to, value: typed.value.toString(),
+      validAfter: typed.validAfter.toString(), validBefore: typed.validBefore.toString(), nonce: typed.nonce,
+      payTo: view.requirements.payTo, amount: view.requirements.amount,
+    }),
+    async prepare() {
+      const checked = await checkPayment(ctx, parsed.request, { simulate: false })
+      return { response: checked.response, call: checked.transfer && transferCall(checked.transfer) }
+    },
+  }
+}
+
+/**
+ * Permit2 (exact, upto). The record key is the Permit2 nonce of the payer (Permit2 nonces are
+ * per owner across tokens); for upto the settled amount is part of the terms, so a retry with
+ * another amount is a different payment and is refused, never paid twice.
+ */
+function planPermit2(ctx: EvmChainContext, body: unknown): Plan {
+  const parsed = parsePermit2Request(body)
+  if (!parsed.ok) return { failed: failure(networkOf(body, ctx.caip2), parsed.payer, parsed.reason, parsed.message, '', { field: parsed.field }) }
+  const request = parsed.request
+  const view = permit2ViewOf(request)
+  const auth = view.auth
+  const upto = view.kind === 'upto'
+  // Settle amount: the requirements' amount. For exact it must equal the permit (checked below).
+  const settleAmount = upto ? BigInt(view.requirements.amount) : undefined
+  const nonceHex = `0x${BigInt(auth.nonce).toString(16).padStart(64, '0')}`
+  const value = settleAmount ?? BigInt(auth.permitted.amount)
+  return {
+    ctx, view: { network: view.network, payer: view.payer }, nonce: auth.nonce,
+    amount: upto ? value.toString() : undefined,
+    expected: { asset: auth.permitted.token as Address, from: auth.from as Address, to: auth.witness.to as Address, value },
+    key: settlementKey(ctx.chainId, permit2Address, auth.from, nonceHex),
+    fingerprint: settlementFingerprint({
+      chainId: ctx.chainId, kind: view.kind, token: auth.permitted.token.toLowerCase(), from: auth.from.toLowerCase(),
+      to: auth.witness.to.toLowerCase(), permitted: auth.permitted.amount, deadline: String(auth.deadline),
+      validAfter: String(auth.witness.validAfter), nonce: auth.nonce, payTo: view.requirements.payTo.toLowerCase(),
+      amount: value.toString(), signature: view.signature.toLowerCase(),
+    }),
+    async prepare() {
+      const checked = await checkPermit2(ctx, request, { simulate: false, settleAmount })
+      return { response: checked.response, call: checked.settlement?.call }
+    },
+  }
+}
+
+/** upto with nothing used: the checks run, nothing is sent, the answer says amount "0". */
+async function zeroUpto(job: Job): Promise<SettleResult> {
+  const { view } = job
+  try {
+    const checked = await job.prepare()
+    if (!checked.response.isValid) {
+      const r = checked.response
+      return withAmount(job, failure(view.network, view.payer, r.invalidReason ?? reasons.unexpectedSettleError, r.invalidMessage, '', r.details))
+    }
+  } catch (error) {
+    return withAmount(job, failure(view.network, view.payer, reasons.unexpectedSettleError, `settlement failed: ${safeMessage(error)}`))
+  }
+  return { success: true, errorReason: null, payer: view.payer, transaction: '', network: view.network, amount: '0' }
 }

@@ -21,6 +21,24 @@ export interface ExactEvmPayload {
   authorization: Eip3009Authorization
 }
 
+/** The Permit2 PermitWitnessTransferFrom the payer signed (x402 exact and upto over Permit2). */
+export interface Permit2Authorization {
+  from: string
+  permitted: { token: string; amount: string }
+  /** The x402 Permit2 proxy: exact `0x4020…0001`, upto `0x4020…0002`. */
+  spender: string
+  /** Permit2 unordered nonce, a decimal uint256 string. */
+  nonce: string
+  deadline: string | number
+  /** `facilitator` is part of the upto witness only. */
+  witness: { to: string; validAfter: string | number; facilitator?: string }
+}
+
+export interface Permit2EvmPayload {
+  signature: string
+  permit2Authorization: Permit2Authorization
+}
+
 export interface PaymentRequirementsV1 {
   scheme: string
   /** Short name (`base-sepolia`) or CAIP-2 (`eip155:84532`). */
@@ -65,6 +83,11 @@ export interface PaymentPayloadV2 {
   extensions?: Record<string, unknown>
 }
 
+/** A verify / settle body whose payload is a Permit2 authorization (exact v1/v2, upto v2). */
+export type Permit2Request =
+  | { x402Version: 1; paymentPayload: Omit<PaymentPayloadV1, 'payload'> & { payload: Permit2EvmPayload }; paymentRequirements: PaymentRequirementsV1 }
+  | { x402Version: 2; paymentPayload: Omit<PaymentPayloadV2, 'payload'> & { payload: Permit2EvmPayload }; paymentRequirements: PaymentRequirementsV2 }
+
 /** Body of POST verify and POST settle. */
 export type FacilitatorRequestV1 = {
   x402Version: 1
@@ -100,13 +123,15 @@ export interface SettleResponse {
   transaction: string
   /** The network string of the payment payload, echoed. */
   network: string
+  /** upto: the amount actually settled (atomic units); "0" when nothing was sent. */
+  amount?: string
   details?: Record<string, unknown>
 }
 
 /** One entry of the `supported` answer. */
 export interface SupportedKind {
   x402Version: 1 | 2
-  scheme: 'exact'
+  scheme: 'exact' | 'upto'
   network: string
   extra?: Record<string, unknown>
 }

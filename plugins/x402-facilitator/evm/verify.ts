@@ -5,14 +5,19 @@
  * Order (first failure wins): schema → scheme → network → asset allow-list → EIP-712 domain →
  * v2 accepted == requirements → signature → recipient → validBefore ≥ now + 6 s →
  * validAfter ≤ now → value == amount → asset has code → nonce unused → balance → simulation.
+ *
+ * Chain round trips: all reads (payer code, nonce state, balance, the simulation, and the asset's
+ * code until it has been seen once) start in one tick and go out as one JSON-RPC batch; a verify
+ * of an EOA payment is one round trip. Contract payers add their ERC-1271 call.
  */
-import { type Hex } from 'viem'
+import { isErc6492Signature, parseErc6492Signature, size, type Hex } from 'viem'
 import { eip3009Abi } from './abi.ts'
 import { checkBinding, viewOf, type BoundPayment, type Failure, type PaymentView } from './binding.ts'
 import type { EvmChainContext } from './context.ts'
 import { insufficientBalanceMessage, reasons } from './errors.ts'
 import { reasonForRevert, revertText, safeMessage } from './reverts.ts'
-import { parseFacilitatorRequest } from './schema.ts'
+import { isPermit2Body, parseFacilitatorRequest } from './schema.ts'
+import { verifyPermit2 } from './permit2.ts'
 import { authorizationDigest, splitSignature, verifyAuthorizationSignature } from './signature.ts'
 import type { FacilitatorRequest, VerifyResponse } from './types.ts'
 
@@ -58,6 +63,26 @@ export function transferArgs(transfer: PreparedTransfer) {
   return [...head, v, r, s] as const
 }
 
+/**
+ * The transfer as it will be settled if the signature check takes the path its shape suggests:
+ * a 65-byte signature with a valid v is an EOA's (v normalised to 27/28), anything else goes to
+ * the bytes overload (ERC-6492 wrapper removed). Undefined when the shape settles nothing.
+ */
+function presumedTransfer(view: PaymentView, bound: BoundPayment): PreparedTransfer | undefined {
+  let signature = view.signature
+  if (isErc6492Signature(signature)) {
+    try {
+      signature = parseErc6492Signature(signature).signature
+    } catch {
+      return undefined
+    }
+    return { view, bound, signature, overload: 'bytes' }
+  }
+  const parts = size(signature) === 65 ? splitSignature(signature) : undefined
+  if (!parts) return { view, bound, signature, overload: 'bytes' }
+  return { view, bound, signature: `${signature.slice(0, 130)}${parts.v.toString(16)}` as Hex, overload: 'vrs' }
+}
+
 async function simulate(ctx: EvmChainContext, transfer: PreparedTransfer): Promise<Failure | undefined> {
   try {
     await ctx.publicClient.simulateContract({
@@ -84,15 +109,21 @@ export async function checkPayment(
   if ('reason' in bound) return invalid(view.payer, bound)
   const { typed, asset } = bound
   const client = ctx.publicClient
-  // Start every read now; they are judged in the reference's order below.
+  // Start every read now, in one tick, so the transport sends them as one JSON-RPC batch (one
+  // round trip); they are judged in the reference's order below. The asset's code is read once.
   const payerCode = early(() => client.getCode({ address: typed.from }))
-  const assetCode = early(() => client.getCode({ address: asset.address }))
+  const assetKnown = ctx.assetsWithCode.has(asset.address.toLowerCase())
+  const assetCode = assetKnown ? undefined : early(() => client.getCode({ address: asset.address }))
   const used = early(() => client.readContract({
     address: asset.address, abi: eip3009Abi, functionName: 'authorizationState', args: [typed.from, typed.nonce],
   }))
   const balance = early(() => client.readContract({
     address: asset.address, abi: eip3009Abi, functionName: 'balanceOf', args: [typed.from],
   }))
+  // The simulation runs in the same batch with the signature form an EOA would use; its answer
+  // counts only if every check before it passes and the signature check settles on that form.
+  const presumed = opts.simulate ? presumedTransfer(view, bound) : undefined
+  const presumedSimulation = presumed ? early(() => simulate(ctx, presumed)) : undefined
 
   const digest = authorizationDigest(bound.domain, typed)
   const verdict = await verifyAuthorizationSignature(ctx, digest, view.signature, typed.from, must(payerCode))
@@ -129,8 +160,12 @@ export async function checkPayment(
       details: { value: typed.value.toString(), required: view.requirements.amount },
     })
   }
-  if ((await must(assetCode)) === undefined) {
-    return invalid(view.payer, { reason: reasons.assetNotDeployed, message: `no contract deployed at asset ${asset.address}` })
+  if (assetCode) {
+    const code = await must(assetCode)
+    if (code === undefined || code === '0x') {
+      return invalid(view.payer, { reason: reasons.assetNotDeployed, message: `no contract deployed at asset ${asset.address}` })
+    }
+    ctx.assetsWithCode.add(asset.address.toLowerCase())
   }
   const usedResult = await used
   if (!usedResult.ok) {
@@ -154,7 +189,9 @@ export async function checkPayment(
   }
   const transfer: PreparedTransfer = { view, bound, signature: verdict.signature, overload: verdict.overload }
   if (opts.simulate) {
-    const failure = await simulate(ctx, transfer)
+    const samePresumed = presumed && presumedSimulation
+      && presumed.overload === transfer.overload && presumed.signature === transfer.signature
+    const failure = samePresumed ? await must(presumedSimulation) : await simulate(ctx, transfer)
     if (failure) return invalid(view.payer, failure)
   }
   return { response: { isValid: true, invalidReason: null, payer: view.payer }, transfer }
@@ -172,6 +209,7 @@ export async function checkPayment(
  * ```
  */
 export async function verifyExact(ctx: EvmChainContext, body: unknown): Promise<VerifyResponse> {
+  if (isPermit2Body(body)) return verifyPermit2(ctx, body)
   const parsed = parseFacilitatorRequest(body)
   if (!parsed.ok) {
     return { isValid: false, invalidReason: parsed.reason, invalidMessage: parsed.message, payer: parsed.payer, details: { field: parsed.field } }

@@ -163,3 +163,42 @@ export function bodyV1(reqs: PaymentRequirementsV1, signed: { authorization: Eip
     paymentRequirements: reqs,
   } as any
 }
+
+/** v2 requirements asking for Permit2 (`extra.assetTransferMethod: "permit2"`), as a resource server advertises them. */
+export function permit2RequirementsV2(f: Fixture, overrides: Partial<PaymentRequirementsV2> = {}): PaymentRequirementsV2 {
+  return requirementsV2(f, { extra: { name: 'USDC', version: '2', assetTransferMethod: 'permit2' }, ...overrides })
+}
+
+/** v2 `upto` requirements: Permit2, the maximum as amount, our signer as the facilitator allowed to settle. */
+export function uptoRequirements(f: Fixture, maximum: string, overrides: Partial<PaymentRequirementsV2> = {}): PaymentRequirementsV2 {
+  return requirementsV2(f, {
+    scheme: 'upto', amount: maximum,
+    extra: { name: 'USDC', version: '2', assetTransferMethod: 'permit2', facilitatorAddress: f.ctx.signerAddress }, ...overrides,
+  })
+}
+
+/** A v2 `upto` body made by the official client (`x402Client` + `UptoEvmScheme`). */
+export async function sdkUptoBody(f: Fixture, signer: ReturnType<typeof sdkSigner>, reqs: PaymentRequirementsV2) {
+  const { UptoEvmScheme } = await import('@x402/evm/upto/client')
+  const client = x402Client.fromConfig({
+    schemes: [{ network: f.v2Network as `${string}:${string}`, client: new UptoEvmScheme(signer as LocalAccount) }],
+    spendControls: false,
+  })
+  const paymentPayload = await client.createPaymentPayload({
+    x402Version: 2, resource: { url: 'http://127.0.0.1/metered', description: '', mimeType: 'application/json' }, accepts: [reqs as any],
+  })
+  return { x402Version: 2, paymentPayload, paymentRequirements: reqs } as any
+}
+
+/**
+ * A v1 Permit2 body. The official v1 client signs only EIP-3009, so the official v2 client signs
+ * the Permit2 authorization for the same terms and the payload is carried in a v1 envelope.
+ */
+export async function sdkPermit2BodyV1(f: Fixture, signer: ReturnType<typeof sdkSigner>, reqs = requirementsV1(f)) {
+  const v2 = await sdkBodyV2(f, signer, permit2RequirementsV2(f, { amount: reqs.maxAmountRequired, asset: reqs.asset, payTo: reqs.payTo }))
+  return {
+    x402Version: 1,
+    paymentPayload: { x402Version: 1, scheme: 'exact', network: reqs.network, payload: v2.paymentPayload.payload },
+    paymentRequirements: reqs,
+  } as any
+}

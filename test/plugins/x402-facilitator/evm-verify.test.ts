@@ -217,7 +217,9 @@ t.test('malformed bodies give invalid_payload / invalid_x402_version naming the 
     t.ok(malformedRequestReasons.has(result.invalidReason!), `${name}: answered with 400`)
   }
   const permit2 = { ...good, paymentPayload: { ...good.paymentPayload, payload: { signature: '0x00', permit2Authorization: {} } } }
-  t.equal((await verifyExact(f.ctx, permit2)).invalidReason, 'unsupported_payload_type')
+  const refused = await verifyExact(f.ctx, permit2)
+  t.equal(refused.invalidReason, 'invalid_payload', 'an empty Permit2 payload is malformed, not unsupported')
+  t.match(refused.invalidMessage, 'paymentPayload.payload.permit2Authorization.from is required')
   t.equal((await verifyExact(f.ctx, withAuth(good, { extra: 1 }))).payer, accounts.payer.address, 'payer named even when malformed')
 })
 
@@ -256,10 +258,12 @@ t.test('networks and the supported answer', async (t) => {
   t.equal(resolveEvmNetwork('eip155:43114'), undefined)
   t.same(supportedKinds([{ network: 'eip155:11155111', signers: [accounts.facilitator.address] }, { network: 'base', signers: [accounts.facilitator.address] }]), {
     kinds: [
-      { x402Version: 1, scheme: 'exact', network: 'sepolia' },
-      { x402Version: 2, scheme: 'exact', network: 'eip155:11155111' },
-      { x402Version: 1, scheme: 'exact', network: 'base' },
-      { x402Version: 2, scheme: 'exact', network: 'eip155:8453' },
+      { x402Version: 1, scheme: 'exact', network: 'sepolia', extra: { assetTransferMethods: ['eip3009', 'permit2'] } },
+      { x402Version: 2, scheme: 'exact', network: 'eip155:11155111', extra: { assetTransferMethods: ['eip3009', 'permit2'] } },
+      { x402Version: 2, scheme: 'upto', network: 'eip155:11155111', extra: { facilitatorAddress: accounts.facilitator.address, assetTransferMethods: ['permit2'] } },
+      { x402Version: 1, scheme: 'exact', network: 'base', extra: { assetTransferMethods: ['eip3009', 'permit2'] } },
+      { x402Version: 2, scheme: 'exact', network: 'eip155:8453', extra: { assetTransferMethods: ['eip3009', 'permit2'] } },
+      { x402Version: 2, scheme: 'upto', network: 'eip155:8453', extra: { facilitatorAddress: accounts.facilitator.address, assetTransferMethods: ['permit2'] } },
     ],
     extensions: [],
     signers: { 'eip155:*': [accounts.facilitator.address] },

@@ -10,7 +10,7 @@ import { authorizationKey, deepEqual, matchOffer, readPayment } from '../../../p
 
 const payTo = '0x90f79bf6eb2c4f870365e785982e1f101e93b906'
 const config: PaywallConfig = {
-  price: '10000', payTo, description: 'data', mimeType: 'application/json', maxTimeoutSeconds: 60,
+  scheme: 'exact', price: '10000', payTo, description: 'data', mimeType: 'application/json', maxTimeoutSeconds: 60,
   networks: [], corsOrigins: [], recheckIntervalMs: 5000,
 }
 const facilitator = { signerKeyEnv: 'K', receiptTimeoutMs: 1000, rpcTimeoutMs: 1000, pollingIntervalMs: 100 }
@@ -30,8 +30,8 @@ t.test('offers: v2 under CAIP-2, v1 under the short name, default USDC and check
     scheme: 'exact', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', payTo: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
     maxTimeoutSeconds: 60, extra: { name: 'USDC', version: '2' }, network: 'eip155:84532', amount: '10000',
   })
-  t.equal(sepolia.v1.network, 'base-sepolia')
-  t.equal(sepolia.v1.maxAmountRequired, '10000')
+  t.equal(sepolia.v1!.network, 'base-sepolia')
+  t.equal(sepolia.v1!.maxAmountRequired, '10000')
   const mainnet = networkOffer(config, { network: 'eip155:8453', price: '5', facilitator })
   t.same(mainnet.v2.extra, { name: 'USD Coin', version: '2' }, 'Base mainnet USDC signs as "USD Coin"')
   t.equal(mainnet.v2.amount, '5', 'a per-network price')
@@ -83,4 +83,16 @@ t.test('matching a payment to an offer', async (t) => {
   const authorization = { from: '0xAbC0000000000000000000000000000000000001', nonce: '0xFF' }
   t.equal(authorizationKey(offer, { payload: { authorization } }), `eip155:84532:${offer.asset.address}:${authorization.from}:0xff`.toLowerCase())
   t.equal(authorizationKey(offer, { payload: {} }), undefined)
+})
+
+t.test('upto: a v2 Permit2 offer naming the settling facilitator, the price as the maximum, nothing for v1', async (t) => {
+  const facilitatorAddress = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'
+  const offer = networkOffer({ ...config, scheme: 'upto', pricePerCredit: '100' }, { network: 'base-sepolia', facilitator }, facilitatorAddress)
+  t.same(offer.v2, {
+    scheme: 'upto', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', payTo: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
+    maxTimeoutSeconds: 60, network: 'eip155:84532', amount: '10000',
+    extra: { name: 'USDC', version: '2', assetTransferMethod: 'permit2', facilitatorAddress: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8' },
+  })
+  t.equal(offer.v1, undefined)
+  t.throws(() => networkOffer({ ...config, scheme: 'upto' }, { network: 'base-sepolia', facilitator }), /needs the facilitator's address/)
 })
