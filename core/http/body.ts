@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { errors } from '../errors.ts'
+import { parseBoundedJson, type JsonTextError } from '../json.ts'
 
 export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const declared = req.headers['content-length']
@@ -77,10 +78,12 @@ export function isJsonMediaType(type: string): boolean {
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))
 }
 
+/** Parses a request body; invalid JSON, or nesting past `MAX_JSON_DEPTH` (core/json.ts), answers 400 `invalid_json`. */
 export function parseJson(raw: Buffer): unknown {
   try {
-    return JSON.parse(raw.toString('utf8'))
+    return parseBoundedJson(raw)
   } catch (error) {
-    throw errors.invalidJson(`request body is not valid JSON: ${(error as Error).message}`)
+    const why = (error as JsonTextError).tooDeep ? `request body ${(error as Error).message}` : `request body is not valid JSON: ${(error as Error).message}`
+    throw errors.invalidJson(why)
   }
 }
