@@ -23,6 +23,7 @@ import type { GatewayConfig } from './config/types.ts'
 import { buildTable, closeTable, type Table } from './table.ts'
 import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
+import { whenAnswersDone } from './http/pending-answers.ts'
 import { CoreMetrics, RouteMetrics } from './metrics.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
@@ -158,7 +159,12 @@ export class Gateway {
             : errors.malformedRequest('malformed HTTP request')
       const rendered = jsonErrorFormat(refusal, undefined)
       const body = String(rendered.body)
-      socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      // Answers to requests pipelined before the refused bytes go out first: their work is done
+      // (and charged), so cutting them off would charge for answers the client never receives.
+      whenAnswersDone(socket, () => {
+        if (!socket.writable) return socket.destroy()
+        socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      })
     })
     this.#admin = createAdminServer({
       table: () => this.#table,

@@ -16,6 +16,7 @@ import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody } from './http/body.ts'
 import { forward } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
+import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
@@ -146,6 +147,7 @@ class Exchange {
 
 function onResponseClose(this: ServerResponse): void {
   const exchange = (this as unknown as { [EXCHANGE]: Exchange })[EXCHANGE]
+  answerClosed(exchange.req)
   if (!this.writableFinished) exchange.ctx.abortClient()
   exchange.closed = true
   void exchange.runDone()
@@ -167,6 +169,7 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
   deps.inFlight.count++
   const exchange = new Exchange(deps, table, req, res, ctx)
   ;(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE] = exchange
+  answerStarted(req)
   res.once('close', onResponseClose)
   void exchange.run()
 }
