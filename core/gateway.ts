@@ -15,7 +15,7 @@ import { errors } from './errors.ts'
 import { jsonErrorFormat } from './error-format.ts'
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
@@ -161,7 +161,7 @@ export class Gateway {
       const body = String(rendered.body)
       // Answers to requests pipelined before the refused bytes go out first: their work is done
       // (and charged), so cutting them off would charge for answers the client never receives.
-      whenAnswersDone(socket, () => {
+      whenAnswersDone(socket as Socket, () => {
         if (!socket.writable) return socket.destroy()
         socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
       })

@@ -9,6 +9,7 @@
  *   the chain itself has settled, so a plugin never sees `done` while it is still running.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { Context } from './context.ts'
 import { errors, GatewayError, toGatewayError } from './errors.ts'
@@ -77,6 +78,8 @@ class Exchange {
   chainSettled = false
   closed = false
   doneRan = false
+  /** The connection the request came on (node detaches it from the request once closed). */
+  readonly socket: Socket
 
   constructor(
     readonly deps: PipelineDeps,
@@ -84,7 +87,9 @@ class Exchange {
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
     readonly ctx: Context,
-  ) {}
+  ) {
+    this.socket = req.socket
+  }
 
   async run(): Promise<void> {
     const { deps, table, req, res, ctx } = this
@@ -147,7 +152,7 @@ class Exchange {
 
 function onResponseClose(this: ServerResponse): void {
   const exchange = (this as unknown as { [EXCHANGE]: Exchange })[EXCHANGE]
-  answerClosed(exchange.req)
+  answerClosed(exchange.socket, exchange.req)
   if (!this.writableFinished) exchange.ctx.abortClient()
   exchange.closed = true
   void exchange.runDone()
@@ -266,8 +271,16 @@ function bytesOut(ctx: Context, res: ServerResponse): number | undefined {
   return Number(Array.isArray(declared) ? declared[0] : (declared ?? 0)) || undefined
 }
 
+/** Longest user agent kept on an access line; longer ones are cut (a header can be 16 KB). */
+export const MAX_LOGGED_USER_AGENT = 256
+
+function boundedUserAgent(value: string | undefined): string | undefined {
+  return value === undefined || value.length <= MAX_LOGGED_USER_AGENT ? value : value.slice(0, MAX_LOGGED_USER_AGENT) + '…'
+}
+
 function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Context, req: IncomingMessage, res: ServerResponse): void {
-  const status = ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
+  // An upstream failure after the head counts as that failure (502/504), not as the 200 it began as.
+  const status = ctx.truncated ? ctx.error!.status : ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
   const seconds = (performance.now() - ctx.startedAt) / 1000
   const metrics = route?.metrics ?? deps.unmatched
   metrics.count(ctx.apiType, status)
@@ -275,12 +288,17 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
   if (ctx.upstreamMs !== undefined) metrics.upstreamDuration.observe(ctx.upstreamMs / 1000)
   if (!deps.accessLog) return
   if (route) ctx.redactedPath = pathWithout(route, ctx, '***')
-  deps.log.info({
+  const log = deps.log
+  // 4xx is the client's mistake (warn), 5xx the gateway's or the service's (error).
+  const line = status >= 500 ? log.error : status >= 400 ? log.warn : log.info
+  line.call(log, {
     reqId: ctx.id,
     route: ctx.routeName,
     method: ctx.method,
     path: route ? ctx.redactedPath : '-',
     status,
+    ip: ctx.clientIp,
+    userAgent: boundedUserAgent(req.headers['user-agent']),
     project: ctx.project?.id,
     apiType: ctx.apiType,
     ms: Math.round(seconds * 1e6) / 1e3,
@@ -288,7 +306,9 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
     bytesIn: Number(req.headers['content-length'] ?? ctx.body?.raw.length ?? 0),
     bytesOut: bytesOut(ctx, res),
     error: ctx.error?.code,
-    aborted: ctx.aborted || undefined,
+    sentStatus: ctx.truncated ? res.statusCode : undefined,
+    truncated: ctx.truncated || undefined,
+    aborted: (ctx.aborted && !ctx.truncated) || undefined,
     ...ctx.addedLogFields,
   })
 }

@@ -150,8 +150,14 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     if (error === undefined) return this.resolve()
     if (this.headSent) {
       // Too late for an error answer: cut the connection so the client sees a truncated body.
+      // The error is recorded before the cut (which marks the client gone), so the ledger and the
+      // access line see a failure of the service; a failure caused by the client leaving is not
+      // one: the client's own abort keeps the answer as it was decided.
+      if (!this.ctx.aborted) {
+        this.ctx.error = upstreamFailure(error, this.upstream.name)
+        this.ctx.truncated = true
+      }
       this.res.destroy()
-      this.ctx.error = upstreamFailure(error, this.upstream.name)
       return this.resolve()
     }
     this.reject(upstreamFailure(error, this.upstream.name))

@@ -11,7 +11,7 @@
  * @example
  * ```ts
  * answerStarted(req)                        // per request
- * res.once('close', () => answerClosed(req))
+ * res.once('close', () => answerClosed(socket, req))
  * whenAnswersDone(socket, () => socket.end(refusal))   // from the server's clientError
  * ```
  */
@@ -29,15 +29,18 @@ export function answerStarted(req: IncomingMessage): void {
   ;(socket[PENDING] ??= []).push(req)
 }
 
-/** The answer to `req` finished or was abandoned (its response closed). */
-export function answerClosed(req: IncomingMessage): void {
-  const socket = req.socket as Tracked
-  const pending = socket[PENDING]
+/**
+ * The answer to `req` finished or was abandoned (its response closed). `socket` is the one the
+ * request came on: node detaches it from a request whose connection closed.
+ */
+export function answerClosed(socket: Socket, req: IncomingMessage): void {
+  const tracked = socket as Tracked
+  const pending = tracked[PENDING]
   const i = pending === undefined ? -1 : pending.indexOf(req)
   if (i !== -1) pending!.splice(i, 1)
-  if (socket[IDLE] && !waitsFor(socket)) {
-    const idle = socket[IDLE]
-    socket[IDLE] = undefined
+  if (tracked[IDLE] && !waitsFor(tracked)) {
+    const idle = tracked[IDLE]
+    tracked[IDLE] = undefined
     idle()
   }
 }
