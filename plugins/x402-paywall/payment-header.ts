@@ -47,7 +47,9 @@ export function readPayment(ctx: RequestContext): ReadPayment {
   }
   if (!isObject(payload)) return { kind: 'invalid', version, message: `${header} header must hold a JSON object` }
   if (payload.x402Version !== version) {
-    return { kind: 'invalid', version, message: `${header} carries x402Version ${JSON.stringify(payload.x402Version)}; expected ${version}` }
+    // Reflected in the 402 (header and body): never more than a short excerpt of what was sent.
+    const shown = (JSON.stringify(payload.x402Version) ?? 'nothing').slice(0, 32)
+    return { kind: 'invalid', version, message: `${header} carries x402Version ${shown}; expected ${version}` }
   }
   return { kind: 'payment', version, payload }
 }

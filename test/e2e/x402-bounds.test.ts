@@ -1,12 +1,17 @@
 /**
- * A chain RPC that sends its head and then nothing (issue 18, defect 4). viem's timeout covers
+ * What bounds x402 answers (issue 18).
+ *
+ * A 402 reflects the request path in `PAYMENT-REQUIRED`: a 14 KB path made a 19 KB response head,
+ * which node:http clients refuse, so the reflected path is cut at 1,024 characters.
+ *
+ * A chain RPC that sends its head and then nothing (defect 4). viem's timeout covers
  * only the time to the head, so `health`, verify, settle and the paywall waited for ever while the
  * request's credit reservation was held. The facilitator's RPC transport now reads the body under
  * the same deadline (`rpcTimeoutMs`): every chain read ends, and its request is answered.
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { createServer, request as httpRequest, type Server, type ServerResponse } from 'node:http'
+import { createServer, get as httpGet, request as httpRequest, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import { request } from 'undici'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
@@ -84,6 +89,22 @@ async function timed(url: string, options: { method?: 'GET' | 'POST'; body?: str
 }
 
 const at = (endpoint: string) => `${gw.url}/x402/base/testnet/${KEY}/${endpoint}`
+
+t.test('a 402 for a 14 KB path has a head a node:http client reads', async (t) => {
+  const long = Array.from({ length: 1500 }, (_, i) => `seg${String(i).padStart(6, '0')}`).join('/')
+  t.ok(long.length > 14000)
+  const answer = await new Promise<{ status?: number; header?: string; error?: string }>((resolve) => {
+    httpGet(`${gw.url}/paid/mirror/${long}`, (res) => {
+      res.resume()
+      res.on('end', () => resolve({ status: res.statusCode, header: res.headers['payment-required'] as string }))
+    }).on('error', (error) => resolve({ error: (error as NodeJS.ErrnoException).code ?? error.message }))
+  })
+  t.equal(answer.status, 402, `answered: ${answer.error ?? answer.status}`)
+  const required = JSON.parse(Buffer.from(answer.header ?? '', 'base64').toString('utf8'))
+  t.equal(required.error, 'PAYMENT-SIGNATURE header is required')
+  t.match(required.resource.url, /\/paid\/mirror\/seg000000\/seg000001\/.*\.\.\.$/, 'the path, cut and marked')
+  t.ok(required.resource.url.length < 1100, `resource url of ${required.resource.url.length} characters`)
+})
 
 t.test('health answers 503 within the RPC deadline', async (t) => {
   const res = await timed(at('health'))
