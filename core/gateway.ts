@@ -11,7 +11,7 @@
  * ```
  */
 import { createServer, STATUS_CODES, type Server } from 'node:http'
-import { errors } from './errors.ts'
+import { errors, type GatewayError } from './errors.ts'
 import { jsonErrorFormat } from './error-format.ts'
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
@@ -159,6 +159,7 @@ export class Gateway {
             : errors.malformedRequest('malformed HTTP request')
       const rendered = jsonErrorFormat(refusal, undefined)
       const body = String(rendered.body)
+      this.#refused(refusal, error, socket as Socket)
       // Answers to requests pipelined before the refused bytes go out first: their work is done
       // (and charged), so cutting them off would charge for answers the client never receives.
       whenAnswersDone(socket as Socket, () => {
@@ -177,6 +178,26 @@ export class Gateway {
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
     await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.host ?? config.admin.listen.host)
+  }
+
+  /**
+   * The access line and request count of a request the HTTP parser refused. Nothing of the request
+   * is logged but its client's address: the bytes were not parsed, so there is no route to tell a
+   * credential path segment from the rest, and the path may carry a key.
+   */
+  #refused(refusal: GatewayError, error: NodeJS.ErrnoException, socket: Socket): void {
+    this.#deps.unmatched.count(undefined, refusal.status)
+    if (!this.#deps.accessLog) return
+    const line = refusal.status >= 500 ? this.log.error : this.log.warn
+    line.call(this.log, {
+      route: '-',
+      method: '-',
+      path: '-',
+      status: refusal.status,
+      ip: socket.remoteAddress ?? '',
+      error: refusal.code,
+      parserError: error.code,
+    })
   }
 
   #watch(config: GatewayConfig): void {

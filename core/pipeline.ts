@@ -14,7 +14,7 @@ import type { Logger } from 'pino'
 import { Context } from './context.ts'
 import { errors, GatewayError, toGatewayError } from './errors.ts'
 import { normalisePath, ROUTES_AT_PATH } from './router.ts'
-import { isJsonMediaType, mediaType, parseJson, readBody } from './http/body.ts'
+import { isJsonMediaType, mediaType, parseJson, readBody, remainingMs } from './http/body.ts'
 import { forward } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
@@ -187,7 +187,7 @@ async function readRequestBody(route: CompiledRoute, ctx: Context, req: Incoming
     const expected = route.contentTypes.length ? route.contentTypes.join(' or ') : 'application/json'
     throw errors.unsupportedMediaType(`content-type must be ${expected}, got ${type || 'none'}`)
   }
-  const raw = await readBody(req, route.maxBodyBytes)
+  const raw = await readBody(req, route.maxBodyBytes, remainingMs(ctx.startedAt, route.bodyTimeoutMs), route.bodyTimeoutMs)
   ctx.body = json ? { raw, json: raw.length === 0 ? undefined : parseJson(raw) } : { raw }
 }
 
@@ -202,6 +202,7 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
   await forward(ctx, req, res, upstream, {
     trustProxy: deps.trustProxy,
     maxBodyBytes: route.maxBodyBytes,
+    bodyTimeoutMs: route.bodyTimeoutMs,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
     commitHead: route.response.length ? commitHeadAfterPlugins : writeUpstreamHead,
   })
