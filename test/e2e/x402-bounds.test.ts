@@ -106,6 +106,13 @@ t.test('a 402 for a 14 KB path has a head a node:http client reads', async (t) =
   t.ok(required.resource.url.length < 1100, `resource url of ${required.resource.url.length} characters`)
 })
 
+t.test('a verify body nested 5,000 deep is 400 invalid_json, not a blown stack', async (t) => {
+  const deep = '['.repeat(5000) + ']'.repeat(5000)
+  const res = await timed(at('verify'), { method: 'POST', body: `{"x402Version":2,"paymentPayload":${deep}}`, headers: { 'content-type': 'application/json' } })
+  t.equal(res.status, 400, res.text)
+  t.match(res.text, /more than 64 levels deep/)
+})
+
 t.test('health answers 503 within the RPC deadline', async (t) => {
   const res = await timed(at('health'))
   t.equal(res.status, 503, `answered (${res.text}) in ${res.ms} ms`)
