@@ -279,6 +279,17 @@ function boundedUserAgent(value: string | undefined): string | undefined {
   return value === undefined || value.length <= MAX_LOGGED_USER_AGENT ? value : value.slice(0, MAX_LOGGED_USER_AGENT) + '…'
 }
 
+/**
+ * Why a 5xx happened, for the operator: the transport or library error under the gateway's own
+ * (the client only ever sees the stable code and message). Bounded, like every logged field.
+ */
+function causeOf(error: GatewayError | undefined): string | undefined {
+  const cause = error?.cause as (Error & { code?: string }) | undefined
+  if (!(cause instanceof Error)) return undefined
+  const text = cause.code ? `${cause.code}: ${cause.message}` : cause.message
+  return text.length > 200 ? text.slice(0, 200) + '…' : text
+}
+
 function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Context, req: IncomingMessage, res: ServerResponse): void {
   // An upstream failure after the head counts as that failure (502/504), not as the 200 it began as.
   const status = ctx.truncated ? ctx.error!.status : ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
@@ -307,6 +318,7 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
     bytesIn: Number(req.headers['content-length'] ?? ctx.body?.raw.length ?? 0),
     bytesOut: bytesOut(ctx, res),
     error: ctx.error?.code,
+    cause: status >= 500 ? causeOf(ctx.error) : undefined,
     sentStatus: ctx.truncated ? res.statusCode : undefined,
     truncated: ctx.truncated || undefined,
     aborted: (ctx.aborted && !ctx.truncated) || undefined,

@@ -83,9 +83,9 @@ export function upstreamFailure(error: unknown, upstream: string): GatewayError 
   if (error instanceof GatewayError) return error
   const code = (error as { code?: string })?.code ?? ''
   if ((error as any)?.[BODY_TOO_LARGE]) return (error as any)[BODY_TOO_LARGE]
-  if (code === 'UND_ERR_CONNECT_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not accept the connection in time`)
-  if (code === 'UND_ERR_HEADERS_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not answer in time`)
-  if (code === 'UND_ERR_BODY_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} stalled while sending its body`)
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not accept the connection in time`, { cause: error })
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not answer in time`, { cause: error })
+  if (code === 'UND_ERR_BODY_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} stalled while sending its body`, { cause: error })
   return errors.upstreamUnavailable(`upstream ${upstream} is unavailable`, { cause: error })
 }
 

@@ -159,6 +159,7 @@ for (const [how, status, code] of [
     t.ok(got.error !== undefined || got.status === undefined, 'and its client notices')
     const line = await accessLine(`prove-${how}`)
     t.match(line, { status, error: code, truncated: true, sentStatus: 200, level: 'error' }, 'the access line shows the failure')
+    t.type(line.cause, 'string', `and its cause: ${line.cause}`)
     t.equal(await used(), before, 'nothing charged')
   })
 }
