@@ -44,6 +44,7 @@ export class Context implements RequestContext {
   response?: ResponseState
   upstreamStatus?: number
   error?: GatewayError
+  truncated = false
   aborted = false
   #abort?: AbortController
   #abortListeners?: ClientAbortListener[]

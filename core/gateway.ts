@@ -11,11 +11,11 @@
  * ```
  */
 import { createServer, STATUS_CODES, type Server } from 'node:http'
-import { errors } from './errors.ts'
+import { errors, type GatewayError } from './errors.ts'
 import { jsonErrorFormat } from './error-format.ts'
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
@@ -23,6 +23,7 @@ import type { GatewayConfig } from './config/types.ts'
 import { buildTable, closeTable, type Table } from './table.ts'
 import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
+import { whenAnswersDone } from './http/pending-answers.ts'
 import { CoreMetrics, RouteMetrics } from './metrics.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
@@ -189,7 +190,13 @@ export class Gateway {
             : errors.malformedRequest('malformed HTTP request')
       const rendered = jsonErrorFormat(refusal, undefined)
       const body = String(rendered.body)
-      socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      this.#refused(refusal, error, socket as Socket)
+      // Answers to requests pipelined before the refused bytes go out first: their work is done
+      // (and charged), so cutting them off would charge for answers the client never receives.
+      whenAnswersDone(socket as Socket, () => {
+        if (!socket.writable) return socket.destroy()
+        socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      })
     })
     this.#admin = createAdminServer({
       table: () => this.#table,
@@ -203,6 +210,26 @@ export class Gateway {
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
     await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.adminHost ?? this.#options.host ?? config.admin.listen.host, this.#options.worker)
+  }
+
+  /**
+   * The access line and request count of a request the HTTP parser refused. Nothing of the request
+   * is logged but its client's address: the bytes were not parsed, so there is no route to tell a
+   * credential path segment from the rest, and the path may carry a key.
+   */
+  #refused(refusal: GatewayError, error: NodeJS.ErrnoException, socket: Socket): void {
+    this.#deps.unmatched.count(undefined, refusal.status)
+    if (!this.#deps.accessLog) return
+    const line = refusal.status >= 500 ? this.log.error : this.log.warn
+    line.call(this.log, {
+      route: '-',
+      method: '-',
+      path: '-',
+      status: refusal.status,
+      ip: socket.remoteAddress ?? '',
+      error: refusal.code,
+      parserError: error.code,
+    })
   }
 
   #watch(config: GatewayConfig): void {

@@ -9,13 +9,15 @@
  *   the chain itself has settled, so a plugin never sees `done` while it is still running.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { Context } from './context.ts'
 import { errors, GatewayError, toGatewayError } from './errors.ts'
 import { normalisePath, ROUTES_AT_PATH } from './router.ts'
-import { isJsonMediaType, mediaType, parseJson, readBody } from './http/body.ts'
+import { isJsonMediaType, mediaType, parseJson, readBody, remainingMs } from './http/body.ts'
 import { forward } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
+import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
@@ -76,6 +78,8 @@ class Exchange {
   chainSettled = false
   closed = false
   doneRan = false
+  /** The connection the request came on (node detaches it from the request once closed). */
+  readonly socket: Socket
 
   constructor(
     readonly deps: PipelineDeps,
@@ -83,7 +87,9 @@ class Exchange {
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
     readonly ctx: Context,
-  ) {}
+  ) {
+    this.socket = req.socket
+  }
 
   async run(): Promise<void> {
     const { deps, table, req, res, ctx } = this
@@ -146,6 +152,7 @@ class Exchange {
 
 function onResponseClose(this: ServerResponse): void {
   const exchange = (this as unknown as { [EXCHANGE]: Exchange })[EXCHANGE]
+  answerClosed(exchange.socket, exchange.req)
   if (!this.writableFinished) exchange.ctx.abortClient()
   exchange.closed = true
   void exchange.runDone()
@@ -167,6 +174,7 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
   deps.inFlight.count++
   const exchange = new Exchange(deps, table, req, res, ctx)
   ;(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE] = exchange
+  answerStarted(req)
   res.once('close', onResponseClose)
   void exchange.run()
 }
@@ -179,7 +187,7 @@ async function readRequestBody(route: CompiledRoute, ctx: Context, req: Incoming
     const expected = route.contentTypes.length ? route.contentTypes.join(' or ') : 'application/json'
     throw errors.unsupportedMediaType(`content-type must be ${expected}, got ${type || 'none'}`)
   }
-  const raw = await readBody(req, route.maxBodyBytes)
+  const raw = await readBody(req, route.maxBodyBytes, remainingMs(ctx.startedAt, route.bodyTimeoutMs), route.bodyTimeoutMs)
   ctx.body = json ? { raw, json: raw.length === 0 ? undefined : parseJson(raw) } : { raw }
 }
 
@@ -194,6 +202,7 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
   await forward(ctx, req, res, upstream, {
     trustProxy: deps.trustProxy,
     maxBodyBytes: route.maxBodyBytes,
+    bodyTimeoutMs: route.bodyTimeoutMs,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
     commitHead: route.response.length ? commitHeadAfterPlugins : writeUpstreamHead,
   })
@@ -263,8 +272,27 @@ function bytesOut(ctx: Context, res: ServerResponse): number | undefined {
   return Number(Array.isArray(declared) ? declared[0] : (declared ?? 0)) || undefined
 }
 
+/** Longest user agent kept on an access line; longer ones are cut (a header can be 16 KB). */
+export const MAX_LOGGED_USER_AGENT = 256
+
+function boundedUserAgent(value: string | undefined): string | undefined {
+  return value === undefined || value.length <= MAX_LOGGED_USER_AGENT ? value : value.slice(0, MAX_LOGGED_USER_AGENT) + '…'
+}
+
+/**
+ * Why a 5xx happened, for the operator: the transport or library error under the gateway's own
+ * (the client only ever sees the stable code and message). Bounded, like every logged field.
+ */
+function causeOf(error: GatewayError | undefined): string | undefined {
+  const cause = error?.cause as (Error & { code?: string }) | undefined
+  if (!(cause instanceof Error)) return undefined
+  const text = cause.code ? `${cause.code}: ${cause.message}` : cause.message
+  return text.length > 200 ? text.slice(0, 200) + '…' : text
+}
+
 function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Context, req: IncomingMessage, res: ServerResponse): void {
-  const status = ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
+  // An upstream failure after the head counts as that failure (502/504), not as the 200 it began as.
+  const status = ctx.truncated ? ctx.error!.status : ctx.aborted && !res.headersSent ? 499 : (ctx.response?.status ?? res.statusCode)
   const seconds = (performance.now() - ctx.startedAt) / 1000
   const metrics = route?.metrics ?? deps.unmatched
   metrics.count(ctx.apiType, status)
@@ -272,12 +300,17 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
   if (ctx.upstreamMs !== undefined) metrics.upstreamDuration.observe(ctx.upstreamMs / 1000)
   if (!deps.accessLog) return
   if (route) ctx.redactedPath = pathWithout(route, ctx, '***')
-  deps.log.info({
+  const log = deps.log
+  // 4xx is the client's mistake (warn), 5xx the gateway's or the service's (error).
+  const line = status >= 500 ? log.error : status >= 400 ? log.warn : log.info
+  line.call(log, {
     reqId: ctx.id,
     route: ctx.routeName,
     method: ctx.method,
     path: route ? ctx.redactedPath : '-',
     status,
+    ip: ctx.clientIp,
+    userAgent: boundedUserAgent(req.headers['user-agent']),
     project: ctx.project?.id,
     apiType: ctx.apiType,
     ms: Math.round(seconds * 1e6) / 1e3,
@@ -285,7 +318,10 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
     bytesIn: Number(req.headers['content-length'] ?? ctx.body?.raw.length ?? 0),
     bytesOut: bytesOut(ctx, res),
     error: ctx.error?.code,
-    aborted: ctx.aborted || undefined,
+    cause: status >= 500 ? causeOf(ctx.error) : undefined,
+    sentStatus: ctx.truncated ? res.statusCode : undefined,
+    truncated: ctx.truncated || undefined,
+    aborted: (ctx.aborted && !ctx.truncated) || undefined,
     ...ctx.addedLogFields,
   })
 }

@@ -159,6 +159,11 @@ export interface RequestContext {
   upstreamStatus?: number
   /** The error that ended the request, if any. */
   error?: GatewayError
+  /**
+   * True when the upstream failed after the head of a streamed answer was written (reset, stall
+   * past its body timeout, short body): the client got a cut answer; `error` says why.
+   */
+  truncated: boolean
   /** True when the client went away before the answer finished. */
   aborted: boolean
   /** Aborts when the client goes away; handler plugins pass it to their own upstream calls. */

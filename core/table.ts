@@ -34,6 +34,8 @@ export interface CompiledRoute {
   contentTypes: string[]
   wantsResponseBody: boolean
   maxBodyBytes: number
+  /** Deadline for receiving the request body, from the request head (408 past it); 0 = none. */
+  bodyTimeoutMs: number
   /** Path params plugins declared as credentials at load (`init.secretParam`). */
   secretParams: string[]
   errorFormat: ErrorFormatter
@@ -166,6 +168,7 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       contentTypes: [],
       wantsResponseBody: false,
       maxBodyBytes: route.maxBodyBytes ?? config.server.limits.maxBodyBytes,
+      bodyTimeoutMs: bodyDeadline(route, config),
       secretParams: [],
       errorFormat: formats.get(route.errorFormat) ?? jsonErrorFormat,
       metrics: new RouteMetrics(deps.metrics, route.name),
@@ -217,4 +220,15 @@ function unmatchedFormats(config: GatewayConfig, formats: Map<string, ErrorForma
 /** Closes a retired table's plugin instances once its last request is done. */
 export async function closeTable(table: Table): Promise<void> {
   await Promise.allSettled(table.instances.map((instance) => instance.close?.()))
+}
+
+/**
+ * A route's body deadline: its own, else the short one for small-body routes (a 1 MiB body in
+ * 30 s needs only 35 KB/s), else the server's whole-request timeout (proofs may be large).
+ */
+function bodyDeadline(route: RouteConfig, config: GatewayConfig): number {
+  if (route.bodyTimeoutMs !== undefined) return route.bodyTimeoutMs
+  const limits = config.server.limits
+  const cap = route.maxBodyBytes ?? limits.maxBodyBytes
+  return cap <= limits.smallBodyBytes ? limits.bodyTimeoutMs : limits.requestTimeoutMs
 }

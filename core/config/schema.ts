@@ -84,6 +84,12 @@ const route: JsonSchema = {
     apiType: { type: 'string', description: 'API type for metering and metrics (e.g. PRIVNET_ZKPAAS).' },
     errorFormat: { type: 'string', default: 'json', description: 'How errors are rendered: json, or a format a plugin provides.' },
     maxBodyBytes: { type: 'integer', minimum: 0, description: 'Request body cap for this route; default server.limits.maxBodyBytes.' },
+    bodyTimeoutMs: {
+      type: 'integer',
+      minimum: 1,
+      description:
+        'Time a client has to send the whole request body of this route, counted from the request head; past it 408 request_timeout and the connection is closed. Default: server.limits.bodyTimeoutMs when the route body cap is at most server.limits.smallBodyBytes, else server.limits.requestTimeoutMs.',
+    },
     maxResponseBodyBytes: {
       type: 'integer',
       minimum: 1024,
@@ -192,7 +198,26 @@ export const coreSchema: JsonSchema = {
             maxBodyBytes: { type: 'integer', minimum: 0, default: 1048576, description: 'Default request body cap (413 past it).' },
             maxHeaderBytes: { type: 'integer', minimum: 1024, default: 16384, description: 'Max size of the request headers.' },
             headersTimeoutMs: { type: 'integer', minimum: 1, default: 10000, description: 'Time a client has to send its headers.' },
-            requestTimeoutMs: { type: 'integer', minimum: 0, default: 300000, description: 'Time a client has to send the whole request.' },
+            requestTimeoutMs: {
+              type: 'integer',
+              minimum: 0,
+              default: 300000,
+              description:
+                'Time a client has to send the whole request (head and body) on any route; past it node answers 408 and closes the connection (0 = no limit). Routes with large bodies (proofs) need it long; small-body routes are bounded tighter by bodyTimeoutMs.',
+            },
+            bodyTimeoutMs: {
+              type: 'integer',
+              minimum: 1,
+              default: 30000,
+              description:
+                'Time a client has to send the body on routes whose body cap is at most smallBodyBytes (a route may set its own bodyTimeoutMs); past it 408 request_timeout and the connection is closed, so a slow client cannot hold a socket for the whole requestTimeoutMs.',
+            },
+            smallBodyBytes: {
+              type: 'integer',
+              minimum: 0,
+              default: 1048576,
+              description: 'Routes whose body cap is at most this many bytes get bodyTimeoutMs as their body deadline; larger ones get requestTimeoutMs.',
+            },
             keepAliveTimeoutMs: { type: 'integer', minimum: 1, default: 5000, description: 'Idle keep-alive time of a client socket.' },
             maxRequestsPerSocket: { type: 'integer', minimum: 0, default: 0, description: 'Requests per keep-alive socket (0 = unlimited).' },
           },

@@ -22,6 +22,7 @@ export interface RouteConfig {
   apiType?: string
   errorFormat: string
   maxBodyBytes?: number
+  bodyTimeoutMs?: number
   maxResponseBodyBytes: number
   plugins: PluginEntry[]
   configPath: ConfigPath
@@ -50,6 +51,8 @@ export interface GatewayConfig {
       maxHeaderBytes: number
       headersTimeoutMs: number
       requestTimeoutMs: number
+      bodyTimeoutMs: number
+      smallBodyBytes: number
       keepAliveTimeoutMs: number
       maxRequestsPerSocket: number
     }

@@ -4,8 +4,26 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { errors } from '../errors.ts'
+import { parseBoundedJson, type JsonTextError } from '../json.ts'
 
-export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+/**
+ * The 408 of a body not received by its route's deadline. The rest of the body is never read, so
+ * the connection closes after the answer.
+ */
+export function bodyTimedOut(timeoutMs: number) {
+  return errors.requestTimeout(`the request body was not received within ${timeoutMs} ms`, { headers: { connection: 'close' } })
+}
+
+/** Milliseconds left of a body deadline counted from `startedAt` (performance.now()); undefined when there is none. */
+export function remainingMs(startedAt: number, timeoutMs: number): number | undefined {
+  return timeoutMs > 0 ? Math.max(1, timeoutMs - (performance.now() - startedAt)) : undefined
+}
+
+/**
+ * Reads the whole body, up to `maxBytes` (413 past it) and within `timeoutMs` of now when given
+ * (408 past it).
+ */
+export function readBody(req: IncomingMessage, maxBytes: number, timeoutMs?: number, deadlineMs = timeoutMs): Promise<Buffer> {
   const declared = req.headers['content-length']
   if (declared !== undefined && Number(declared) > maxBytes) {
     return Promise.reject(errors.bodyTooLarge(`request body of ${declared} bytes exceeds the limit of ${maxBytes} bytes`))
@@ -35,7 +53,14 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
       cleanup()
       reject(errors.badPath('client closed the connection while sending the body'))
     }
+    // A body the parser already has whole needs no deadline (most small bodies arrive with their head).
+    const timer = timeoutMs === undefined || req.complete ? undefined : setTimeout(() => {
+      cleanup()
+      req.pause()
+      reject(bodyTimedOut(deadlineMs ?? timeoutMs))
+    }, timeoutMs)
     const cleanup = () => {
+      clearTimeout(timer)
       req.off('data', onData)
       req.off('end', onEnd)
       req.off('error', onError)
@@ -77,10 +102,12 @@ export function isJsonMediaType(type: string): boolean {
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))
 }
 
+/** Parses a request body; invalid JSON, or nesting past `MAX_JSON_DEPTH` (core/json.ts), answers 400 `invalid_json`. */
 export function parseJson(raw: Buffer): unknown {
   try {
-    return JSON.parse(raw.toString('utf8'))
+    return parseBoundedJson(raw)
   } catch (error) {
-    throw errors.invalidJson(`request body is not valid JSON: ${(error as Error).message}`)
+    const why = (error as JsonTextError).tooDeep ? `request body ${(error as Error).message}` : `request body is not valid JSON: ${(error as Error).message}`
+    throw errors.invalidJson(why)
   }
 }

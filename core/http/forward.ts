@@ -11,6 +11,7 @@ import type { Dispatcher } from 'undici'
 import { errors, GatewayError } from '../errors.ts'
 import type { Context } from '../context.ts'
 import { corkUntilTurnEnd } from './turn-flush.ts'
+import { bodyTimedOut, remainingMs } from './body.ts'
 import type { UpstreamHandle } from './upstreams.ts'
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus ones a proxy must set itself. */
@@ -24,6 +25,8 @@ const HOLD_BEFORE_PAUSE = 64 * 1024
 export interface ForwardOptions {
   trustProxy: boolean
   maxBodyBytes: number
+  /** Deadline for the client's body, counted from the request head (408 past it); 0 = none. */
+  bodyTimeoutMs: number
   /** Buffer the upstream body (for response-body plugins) up to this many bytes; 0 = stream. */
   bufferResponseUpTo: number
   /** Runs the response phase and sends the head; a promise means: wait for it before the body. */
@@ -80,9 +83,9 @@ export function upstreamFailure(error: unknown, upstream: string): GatewayError 
   if (error instanceof GatewayError) return error
   const code = (error as { code?: string })?.code ?? ''
   if ((error as any)?.[BODY_TOO_LARGE]) return (error as any)[BODY_TOO_LARGE]
-  if (code === 'UND_ERR_CONNECT_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not accept the connection in time`)
-  if (code === 'UND_ERR_HEADERS_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not answer in time`)
-  if (code === 'UND_ERR_BODY_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} stalled while sending its body`)
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not accept the connection in time`, { cause: error })
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} did not answer in time`, { cause: error })
+  if (code === 'UND_ERR_BODY_TIMEOUT') return errors.upstreamTimeout(`upstream ${upstream} stalled while sending its body`, { cause: error })
   return errors.upstreamUnavailable(`upstream ${upstream} is unavailable`, { cause: error })
 }
 
@@ -127,12 +130,14 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   /** The upstream body ended while the head was pending. */
   endedBeforeHead = false
   controller: Dispatcher.DispatchController | undefined
+  bodyTimer: NodeJS.Timeout | undefined
   resolve: () => void = noop
   reject: (error: unknown) => void = noop
   readonly started = performance.now()
 
   constructor(
     readonly ctx: Context,
+    readonly req: IncomingMessage,
     readonly res: ServerResponse,
     readonly upstream: UpstreamHandle,
     readonly options: ForwardOptions,
@@ -142,16 +147,32 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     this.controller?.abort(errors.upstreamUnavailable('client closed the connection'))
   }
 
+  /** A streamed client body not received by the route's deadline: the exchange ends with 408. */
+  bodyTimedOut(): void {
+    this.bodyTimer = undefined
+    if (this.req.complete || this.settled) return
+    const error = bodyTimedOut(this.options.bodyTimeoutMs)
+    if (this.controller) this.controller.abort(error)
+    else this.finish(error)
+  }
+
   finish(error?: unknown): void {
     if (this.settled) return
     this.settled = true
+    if (this.bodyTimer) clearTimeout(this.bodyTimer)
     this.ctx.upstreamMs = performance.now() - this.started
     this.ctx.offAbort(this)
     if (error === undefined) return this.resolve()
     if (this.headSent) {
       // Too late for an error answer: cut the connection so the client sees a truncated body.
+      // The error is recorded before the cut (which marks the client gone), so the ledger and the
+      // access line see a failure of the service; a failure caused by the client leaving is not
+      // one: the client's own abort keeps the answer as it was decided.
+      if (!this.ctx.aborted) {
+        this.ctx.error = upstreamFailure(error, this.upstream.name)
+        this.ctx.truncated = true
+      }
       this.res.destroy()
-      this.ctx.error = upstreamFailure(error, this.upstream.name)
       return this.resolve()
     }
     this.reject(upstreamFailure(error, this.upstream.name))
@@ -257,6 +278,10 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
 
 function noop(): void {}
 
+function onBodyDeadline(handler: ForwardHandler): void {
+  handler.bodyTimedOut()
+}
+
 export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse, upstream: UpstreamHandle, options: ForwardOptions): Promise<void> {
   const query = ctx.upstreamQuery ?? ctx.rawQuery
   const path = upstream.basePath + (ctx.upstreamPath ?? ctx.path) + (query ? `?${query}` : '')
@@ -269,7 +294,12 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     // undici accepts async iterables as bodies; its typings only list streams and buffers.
     body: (body ?? null) as Dispatcher.DispatchOptions['body'],
   }
-  const handler = new ForwardHandler(ctx, res, upstream, options)
+  const handler = new ForwardHandler(ctx, req, res, upstream, options)
+  // A streamed body still arriving gets the route's deadline; one read by the core already had it.
+  if (body === req || (body !== undefined && !ctx.body)) {
+    const left = remainingMs(ctx.startedAt, options.bodyTimeoutMs)
+    if (left !== undefined && !req.complete) handler.bodyTimer = setTimeout(onBodyDeadline, left, handler)
+  }
   const done = new Promise<void>((resolve, reject) => {
     handler.resolve = resolve
     handler.reject = reject

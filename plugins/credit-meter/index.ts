@@ -6,8 +6,10 @@
  * - response (before the head is written, for every answer): commit, or release when the gateway
  *   or the service failed (see refund-policy.ts); a handler's `credits.refund` state gives part back.
  * - done: release a reservation still pending (the client went away before its answer); settle
- *   again if a later plugin replaced the answer; close the reservation (the store forgets it);
- *   record usage and the credits metric.
+ *   again if a later plugin replaced the answer or the upstream failed after the head (reset,
+ *   stall past its body timeout, short body: the client never got the whole answer, so the
+ *   failure is refunded like any failure of the service); close the reservation (the store
+ *   forgets it); record usage and the credits metric.
  *
  * It also serves `GET /admin/projects/:id/usage` on the admin listener.
  *
@@ -42,8 +44,11 @@ const STATE = 'credit-meter'
 
 interface MeterState {
   metered: MeteredRequest
-  /** The answer the meter last settled for; if the core replaces it, done settles again. */
-  settledFor?: { response: ResponseState | undefined; status: number | undefined }
+  /**
+   * The answer the meter last settled for; if the core replaces it, or the upstream fails after
+   * the head (the error arrives once the answer is under way), done settles again.
+   */
+  settledFor?: { response: ResponseState | undefined; status: number | undefined; error: RequestContext['error'] }
 }
 
 // Client-chosen x-request-id values can repeat, so reservation ids get a per-boot suffix of their own.
@@ -107,7 +112,7 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const settle = async (state: MeterState, ctx: RequestContext) => {
     const charged = isCharged(outcomeOf(ctx), policy)
     await ledger.settle(state.metered, charged, charged ? requestedRefund(ctx) : 0)
-    state.settledFor = { response: ctx.response, status: ctx.response?.status }
+    state.settledFor = { response: ctx.response, status: ctx.response?.status, error: ctx.error }
   }
 
   const usageFailed = (error: unknown) => init.log.error({ err: error }, 'could not record usage')
@@ -128,7 +133,8 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const reconcile = async (ctx: RequestContext, state: MeterState) => {
     try {
       // Pending: the client went away before its answer was decided. Replaced: a plugin after
-      // the meter turned the answer into another one, which the ledger must follow.
+      // the meter turned the answer into another one, or the upstream failed after the head;
+      // the ledger follows what the client actually received.
       if (state.metered.state === 'pending') await ledger.release(state.metered)
       else await settle(state, ctx)
     } catch (error) {
@@ -155,7 +161,10 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
     done(ctx: RequestContext) {
       const state = ctx.state.get(STATE) as MeterState | undefined
       if (state) {
-        const replaced = state.settledFor && (state.settledFor.response !== ctx.response || state.settledFor.status !== ctx.response?.status)
+        const settled = state.settledFor
+        // An error after the settlement is a failure after the head: the client did not receive
+        // the whole answer, and the policy decides again (a failure of the service is refunded).
+        const replaced = settled && (settled.response !== ctx.response || settled.status !== ctx.response?.status || settled.error !== ctx.error)
         if (state.metered.state === 'pending' || replaced) return reconcile(ctx, state)
         ledger.close(state.metered)
       }

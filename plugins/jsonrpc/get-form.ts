@@ -7,6 +7,7 @@
  *   given; absent means null. A GET call is always answered, never a notification.
  * - Any other parameter, or one given twice, → -32600. No batches: use POST for those.
  */
+import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
 import { isObject, rpcError, type Entry, type RpcId } from './calls.ts'
 
 const KNOWN = new Set(['method', 'params', 'id'])
@@ -55,9 +56,10 @@ export function readQueryCall(query: URLSearchParams): Entry {
   if (rawParams === null) return { call: { id, notification: false, method } }
   let params: unknown
   try {
-    params = JSON.parse(rawParams)
-  } catch {
-    return { id, error: rpcError('parse', 'query parameter params is not valid JSON') }
+    params = parseBoundedJson(rawParams)
+  } catch (error) {
+    const why = (error as JsonTextError).tooDeep ? `query parameter params ${(error as Error).message}` : 'query parameter params is not valid JSON'
+    return { id, error: rpcError('parse', why) }
   }
   if (!Array.isArray(params) && !isObject(params)) return { id, error: rpcError('invalidRequest', 'params must be an array or an object') }
   return { call: { id, notification: false, method, params } }

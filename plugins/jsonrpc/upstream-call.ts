@@ -8,6 +8,7 @@ import type { RequestContext } from '../../core/plugin.ts'
 import type { UpstreamHandle } from '../../core/http/upstreams.ts'
 import { upstreamFailure } from '../../core/http/forward.ts'
 import { errors, GatewayError } from '../../core/errors.ts'
+import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
 import { isObject, type RpcErrorObject, type RpcParams } from './calls.ts'
 
 export interface OutgoingCall {
@@ -80,6 +81,9 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
       if (!call.notification) message.id = index
       return message
     })
+    // Serialised before the call, not inside its error handling: a failure here is ours, never
+    // the node's, and must not be reported as the node being down.
+    const body = JSON.stringify(wire.length === 1 ? wire[0] : wire)
     let status: number
     let raw: Buffer
     const started = performance.now()
@@ -88,7 +92,7 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
         path: upstream.basePath + options.path,
         method: 'POST',
         headers,
-        body: JSON.stringify(wire.length === 1 ? wire[0] : wire),
+        body,
         signal: ctx.signal,
       })
       status = response.statusCode
@@ -104,9 +108,10 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
     if (raw.length === 0) return outcomes
     let parsed: unknown
     try {
-      parsed = JSON.parse(raw.toString('utf8'))
-    } catch {
-      throw badAnswer(upstream.name, 'answered with invalid JSON')
+      parsed = parseBoundedJson(raw)
+    } catch (error) {
+      // An answer nested past the bound could not be re-serialised for the client.
+      throw badAnswer(upstream.name, (error as JsonTextError).tooDeep ? `answered JSON that ${(error as Error).message}` : 'answered with invalid JSON')
     }
     for (const entry of Array.isArray(parsed) ? parsed : [parsed]) {
       if (!isObject(entry) || typeof entry.id !== 'number' || !Number.isInteger(entry.id)) continue

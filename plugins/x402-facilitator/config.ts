@@ -76,7 +76,7 @@ export const localChainProperties: Record<string, JsonSchema> = {
     default: 20000,
     description: 'Longest wait for a settlement receipt; past it settle answers settlement_pending with the transaction hash.',
   },
-  rpcTimeoutMs: { type: 'integer', minimum: 100, default: 10000, description: 'Timeout of each chain RPC call.' },
+  rpcTimeoutMs: { type: 'integer', minimum: 100, default: 10000, description: 'Deadline of each chain RPC call, from sending it to the last byte of the answer (a chain RPC that stalls after its head is cut off too).' },
   pollingIntervalMs: { type: 'integer', minimum: 10, default: 1000, description: 'How often a settlement receipt is polled.' },
 }
 

@@ -8,6 +8,7 @@
  * a timeout) is "x402 Payment request failed" (502); the cause is logged. Health asks `/supported`,
  * since the x402 specification defines no health endpoint.
  */
+import { parseBoundedJson } from '../../core/json.ts'
 import type { Logger } from 'pino'
 import type { UpstreamHandle } from '../../core/http/upstreams.ts'
 import { resolveEvmNetwork } from './evm/chains.ts'
@@ -89,7 +90,8 @@ export class RemoteFacilitator implements Facilitator {
       const text = Buffer.concat(chunks, size).toString('utf8')
       let json: unknown
       try {
-        json = JSON.parse(text)
+        // Bounded: the answer is walked and re-serialised for the client.
+        json = parseBoundedJson(text)
       } catch {
         json = undefined
       }

@@ -55,13 +55,24 @@ export function networkOffer(config: PaywallConfig, entry: PaywallNetworkConfig,
   }
 }
 
-/** The paid resource's URL; credential path params (an API key) are shown as `***`. */
+/**
+ * Longest request path reflected in the resource URL. The URL goes into `PAYMENT-REQUIRED`
+ * (base64, a third larger) and the 402 body; a 14 KB path made a 19 KB response head, which
+ * node:http clients refuse (16 KB), so the client could not even read the terms.
+ */
+export const MAX_REFLECTED_PATH = 1024
+
+/**
+ * The paid resource's URL; credential path params (an API key) are shown as `***`, and a path
+ * longer than {@link MAX_REFLECTED_PATH} is cut there and marked with `...`.
+ */
 export function resourceUrl(ctx: RequestContext, baseUrl: string | undefined): string {
   let path = ctx.path
   for (const name of ctx.secretParams) {
     const value = ctx.params[name]
     if (value) path = path.split('/').map((segment) => (segment === value || segment === encodeURIComponent(value) ? '***' : segment)).join('/')
   }
+  if (path.length > MAX_REFLECTED_PATH) path = path.slice(0, MAX_REFLECTED_PATH) + '...'
   const host = typeof ctx.headers.host === 'string' && /^[A-Za-z0-9.:[\]-]+$/.test(ctx.headers.host) ? ctx.headers.host : 'localhost'
   return `${baseUrl ?? `http://${host}`}${path}`
 }

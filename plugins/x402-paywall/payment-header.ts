@@ -4,6 +4,7 @@
  * must deep-equal one advertised requirement (key order aside), a v1 payment must name an offered
  * scheme and network (v1 payloads carry no requirements).
  */
+import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
 import type { RequestContext } from '../../core/plugin.ts'
 import type { NetworkOffer } from './offers.ts'
 import { svmPaymentKey } from './svm-networks.ts'
@@ -40,13 +41,16 @@ export function readPayment(ctx: RequestContext): ReadPayment {
   if (text === '' || !BASE64.test(text)) return { kind: 'invalid', version, message: `${header} header must be base64-encoded JSON` }
   let payload: unknown
   try {
-    payload = JSON.parse(Buffer.from(text, 'base64').toString('utf8'))
-  } catch {
+    payload = parseBoundedJson(Buffer.from(text, 'base64'))
+  } catch (error) {
+    if ((error as JsonTextError).tooDeep) return { kind: 'invalid', version, message: `${header} header JSON ${(error as Error).message}` }
     return { kind: 'invalid', version, message: `${header} header must be base64-encoded JSON` }
   }
   if (!isObject(payload)) return { kind: 'invalid', version, message: `${header} header must hold a JSON object` }
   if (payload.x402Version !== version) {
-    return { kind: 'invalid', version, message: `${header} carries x402Version ${JSON.stringify(payload.x402Version)}; expected ${version}` }
+    // Reflected in the 402 (header and body): never more than a short excerpt of what was sent.
+    const shown = (JSON.stringify(payload.x402Version) ?? 'nothing').slice(0, 32)
+    return { kind: 'invalid', version, message: `${header} carries x402Version ${shown}; expected ${version}` }
   }
   return { kind: 'payment', version, payload }
 }

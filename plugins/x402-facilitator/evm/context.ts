@@ -8,6 +8,7 @@ import {
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { checkAssetMetadata } from './assets.ts'
+import { boundedFetch } from './bounded-fetch.ts'
 import { chainIdOfNetwork, resolveEvmNetwork, type EvmAssetInfo, type EvmNetwork } from './chains.ts'
 
 export interface EvmChainContext {
@@ -43,7 +44,7 @@ export interface EvmChainOptions {
   assets?: readonly EvmAssetInfo[]
   /** Receipt polling interval; default 1000 ms (use ~50 ms against a local chain). */
   pollingIntervalMs?: number
-  /** Per-RPC-call timeout; default 10 s. */
+  /** Per-RPC-call timeout, head and body; default 10 s. */
   rpcTimeoutMs?: number
   /** viem transport retries; default 0 (a revert must not cost retries; settle has its own bounds). */
   rpcRetryCount?: number
@@ -73,8 +74,10 @@ export function createEvmChainContext(options: EvmChainOptions): EvmChainContext
     nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
     rpcUrls: { default: { http: [options.rpcUrl] } },
   })
+  const timeout = options.rpcTimeoutMs ?? 10_000
   // batch: the reads of one verify (started in the same tick) travel as one JSON-RPC batch.
-  const transport = http(options.rpcUrl, { retryCount: options.rpcRetryCount ?? 0, timeout: options.rpcTimeoutMs ?? 10_000, batch: true })
+  // viem's timeout stops at the head; the bounded fetch holds the body to the same deadline.
+  const transport = http(options.rpcUrl, { retryCount: options.rpcRetryCount ?? 0, timeout, batch: true, fetchFn: boundedFetch(timeout) })
   const account = privateKeyToAccount(options.signerPrivateKey)
   return {
     chainId,
