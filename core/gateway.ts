@@ -14,7 +14,7 @@ import { createServer, STATUS_CODES, type Server } from 'node:http'
 import { errors } from './errors.ts'
 import { jsonErrorFormat } from './error-format.ts'
 import { watch, type FSWatcher } from 'node:fs'
-import { basename, dirname, resolve } from 'node:path'
+import { basename, dirname } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import { loadConfig } from './config/load.ts'
@@ -26,7 +26,7 @@ import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
 import { CoreMetrics, RouteMetrics } from './metrics.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
-import { openSqliteStore } from './store/sqlite.ts'
+import { openStore } from './store/open.ts'
 import type { Store } from './store/types.ts'
 
 export class ConfigError extends Error {
@@ -97,7 +97,10 @@ export class Gateway {
     const config = loaded.config
     const log = createLogger({ level: config.log.level, destination: options.logDestination })
     const metrics = new CoreMetrics()
-    const store = openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
+    const store = await openStore(config.store, {
+      dir: config.dir,
+      onBackgroundError: (error) => log.warn({ err: error }, 'store background work failed'),
+    })
     const recovered = await store.recoverPendingReservations()
     if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')
     const { current: upstreams } = reconcileUpstreams(new Map(), config.upstreams)
@@ -163,6 +166,7 @@ export class Gateway {
     this.#admin = createAdminServer({
       table: () => this.#table,
       ready: () => !this.#draining,
+      storeHealth: () => this.store.health(),
       metricsText: async () => ({ contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() }),
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,

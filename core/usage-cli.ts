@@ -1,9 +1,8 @@
 /** `tollgate usage`: per-project usage from the store, as a table. */
-import { resolve } from 'node:path'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
-import { openSqliteStore } from './store/sqlite.ts'
-import type { Granularity, UsageRow } from './store/types.ts'
+import { openStore } from './store/open.ts'
+import type { Granularity, Store, UsageRow } from './store/types.ts'
 
 const DAY = 86_400_000
 
@@ -39,10 +38,10 @@ export async function usageCommand(file: string, flags: Map<string, string>): Pr
   const range = { from, to, granularity }
   // A running gateway holds the database; ask it through the admin API, else read the store.
   let fetchUsage = await viaAdmin(adminBase(loaded.config.admin, flags.get('admin')), flags.get('token') ?? process.env.TOLLGATE_ADMIN_TOKEN)
-  let store: ReturnType<typeof openSqliteStore> | undefined
+  let store: Store | undefined
   if (!fetchUsage) {
     try {
-      store = openSqliteStore({ dataDir: resolve(loaded.config.dir, loaded.config.store.dataDir) })
+      store = await openStore(loaded.config.store, { dir: loaded.config.dir })
     } catch (error) {
       console.error(`cannot read usage: ${(error as Error).message}. If the gateway is running, pass its admin token with --token or TOLLGATE_ADMIN_TOKEN.`)
       return 1

@@ -39,6 +39,18 @@ export interface ProjectConfig {
   settings: Record<string, unknown>
 }
 
+/** `store` of gateway.yaml: which engine, and where its state lives. */
+export interface StoreConfig {
+  engine: 'sqlite' | 'shared'
+  dataDir: string
+  postgres?: string
+  redis?: string
+  schema: string
+  keyPrefix: string
+  poolSize: number
+  instanceTimeoutMs: number
+}
+
 export interface GatewayConfig {
   version: 1
   server: {
@@ -55,7 +67,7 @@ export interface GatewayConfig {
     }
   }
   admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean }
-  store: { engine: 'sqlite'; dataDir: string }
+  store: StoreConfig
   log: { level: string; access: boolean }
   watch: boolean
   projects: ProjectConfig[]

@@ -52,6 +52,7 @@ import type {
   Granularity,
   RateDecision,
   Store,
+  StoreHealth,
   UsageEvent,
   UsageRow,
 } from './types.ts'
@@ -162,6 +163,11 @@ export class SqliteStore implements Store {
 
     if (usageFlushMs > 0) this.every(usageFlushMs, () => this.usage.flush())
     this.every(SWEEP_INTERVAL_MS, () => this.sweepTick())
+  }
+
+  /** The database is a file this process holds open: healthy until closed. */
+  async health(): Promise<StoreHealth> {
+    return this.closed ? { ok: false, components: { sqlite: 'closed' } } : { ok: true, components: { sqlite: 'ok' } }
   }
 
   async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {

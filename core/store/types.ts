@@ -56,8 +56,19 @@ export interface RateDecision {
   retryAfterSeconds: number
 }
 
+/** What `/readyz` reports of the store. */
+export interface StoreHealth {
+  /** The store can serve metered requests (its source of truth answers). */
+  ok: boolean
+  /** Per component (`postgres`, `redis`, `sqlite`): `ok` or why not. */
+  components: Record<string, string>
+}
+
 export interface Store {
   readonly engine: string
+
+  /** Whether the store can serve requests now; a shared engine asks its servers (bounded by a short timeout). */
+  health(): Promise<StoreHealth>
 
   /**
    * Atomically reserves `amount` credits if the period's remaining balance covers it; the
