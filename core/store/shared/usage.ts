@@ -52,11 +52,13 @@ export class SharedUsageLog {
 
   /** Adds the buffered sums to the database; one flush at a time. */
   flush(): Promise<void> {
-    const running = this.flushing ?? Promise.resolve()
-    const next = running.then(() => this.write())
-    this.flushing = next.finally(() => {
-      if (this.flushing === next) this.flushing = undefined
-    })
+    const next = (this.flushing ?? Promise.resolve()).then(() => this.write())
+    // The chain itself never rejects (the caller gets the failure): an unhandled rejection kills the process.
+    const chained: Promise<void> = next.then(
+      () => this.settle(chained),
+      () => this.settle(chained),
+    )
+    this.flushing = chained
     return next
   }
 
@@ -77,6 +79,10 @@ export class SharedUsageLog {
     } catch (error) {
       throw pgFailure(error)
     }
+  }
+
+  private settle(chained: Promise<void>): void {
+    if (this.flushing === chained) this.flushing = undefined
   }
 
   private async write(): Promise<void> {
