@@ -9,7 +9,8 @@
  */
 import { resolve } from 'node:path'
 import type { StoreConfig } from '../config/types.ts'
-import { openSharedStore, migrateSharedStore, type MigrationReport, type MigrationSet } from './shared/index.ts'
+// Types only: pg and redis are loaded when the shared engine is asked for, not on every start.
+import type { MigrationReport, MigrationSet } from './shared/index.ts'
 import { openSqliteStore } from './sqlite.ts'
 import type { Store } from './types.ts'
 
@@ -27,6 +28,7 @@ export interface OpenStoreOptions {
 export async function openStore(config: StoreConfig, options: OpenStoreOptions): Promise<Store> {
   if (config.engine === 'shared') {
     const { postgres, redis } = sharedUrls(config)
+    const { openSharedStore } = await import('./shared/index.ts')
     return openSharedStore({
       postgres,
       redis,
@@ -45,6 +47,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions):
 export async function migrateStore(config: StoreConfig, migrations: MigrationSet[] = []): Promise<MigrationReport | undefined> {
   if (config.engine !== 'shared') return undefined
   const { postgres } = sharedUrls(config)
+  const { migrateSharedStore } = await import('./shared/index.ts')
   return migrateSharedStore({ postgres, schema: config.schema, migrations })
 }
 
