@@ -12,8 +12,9 @@
  *   trip, and a commit can tell "already committed" from "the reaper released it".
  *
  * Failure behaviour:
- * - PostgreSQL unreachable: every operation rejects with 503 `store_unavailable`. A release (or close
- *   of a pending hold) that failed is kept and re-sent every tick until PostgreSQL answers: release is
+ * - PostgreSQL unreachable: every operation rejects with 503 `store_unavailable`. A reserve whose
+ *   outcome is unknown, and a release (or close of a pending hold) that failed, are kept and re-sent
+ *   as releases every tick until PostgreSQL answers: release is
  *   idempotent, so a commit whose outcome was unknown (connection lost around its COMMIT, client
  *   answered 503) is undone once the database is back, and nothing is charged that was not served.
  * - This instance dies (`kill -9`): it stops heartbeating; once its row in `tollgate_instances` is
@@ -58,7 +59,15 @@ export class SharedCreditLedger {
     checkAmount('amount', amount)
     if (!Number.isFinite(allocation)) throw new RangeError(`allocation must be a finite number, got ${allocation}`)
     if (this.held.has(id)) throw reservationExists(id)
-    const result = await this.batch.enqueue<'exists' | [boolean, number]>({ o: 'reserve', i: id, p: projectId, e: period, a: allocation, n: amount, t: apiType })
+    let result: 'exists' | [boolean, number]
+    try {
+      result = await this.batch.enqueue({ o: 'reserve', i: id, p: projectId, e: period, a: allocation, n: amount, t: apiType })
+    } catch (error) {
+      // The hold may exist (COMMIT done, answer lost); this live instance's reaper would never free
+      // it, so it is released once PostgreSQL answers again (a release of no hold is a no-op).
+      this.unconfirmedReleases.add(id)
+      throw error
+    }
     if (result === 'exists') throw reservationExists(id)
     const [ok, used] = result
     if (ok) this.held.set(id, { id, createdAt: this.clock(), state: 'pending' })
