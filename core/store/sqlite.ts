@@ -17,8 +17,8 @@
  * meter commits before the answer's head is written, so every charge a client was answered for is on
  * disk before the answer. A crash loses only
  * pending reservations, which recovery would have released anyway. This needs the store to be the
- * only writer of the ledger, which the exclusive lock below guarantees; a shared engine (Redis) would
- * keep the reservations in Redis instead.
+ * only writer of the ledger, which the exclusive lock below guarantees; the shared engine
+ * (shared/index.ts) keeps the reservations in PostgreSQL instead.
  *
  * Group commit. Credit settlements and document writes are queued, and everything queued during one
  * event-loop turn runs in queue order inside ONE transaction at the next check phase (setImmediate),

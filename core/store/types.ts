@@ -1,7 +1,7 @@
 /**
- * The state interface. Every operation is async and atomic on its own, so that a Redis engine can
- * implement each one as a single Lua script; the embedded engine (SQLite + in-process counters)
- * implements it synchronously underneath.
+ * The state interface. Every operation is async and atomic on its own, so that the shared engine
+ * (PostgreSQL + Redis, shared/) can implement each as one statement of a batched transaction or one
+ * Lua script; the embedded engine (SQLite + in-process counters) implements it synchronously underneath.
  */
 
 export type Granularity = 'hour' | 'day'
