@@ -15,6 +15,8 @@ import { compare, config, dumpOnFailure, histogram, load, readyz, settled, type 
 
 // Gateway processes start slowly on a busy 2-core machine: more than the runner's default per file.
 t.setTimeout(360_000)
+/** Gateway start: tsx compiles on a loaded machine; more than the helper's default 20 s. */
+const START = { startTimeoutMs: 60_000 }
 
 t.test('shared engine failures', async (t) => {
   if (!(await needServers(t))) return
@@ -26,8 +28,8 @@ t.test('shared engine failures', async (t) => {
     const prefix = freshPrefix(t)
     const text = config({ postgres: PG_URL, redis: REDIS_URL, schema, prefix, allocation: 1_000_000_000, up })
     // One after the other: two tsx starts at once can exceed the helper's start timeout on a busy machine.
-    const a = await startGatewayProcess(text)
-    const b = await startGatewayProcess(text)
+    const a = await startGatewayProcess(text, START)
+    const b = await startGatewayProcess(text, START)
     dumpOnFailure(t, a, b)
     const pools = [new Pool(a.url, { connections: 30 }), new Pool(b.url, { connections: 30 })]
     t.teardown(async () => {
@@ -63,7 +65,7 @@ t.test('shared engine failures', async (t) => {
     const prefix = freshPrefix(t)
     const pgUrl = new URL(PG_URL)
     const relay = await startTcpRelay(pgUrl.hostname, Number(pgUrl.port || 5432))
-    const gw = await startGatewayProcess(config({ postgres: relay.url(PG_URL), redis: REDIS_URL, schema, prefix, allocation: 1_000_000_000, up }))
+    const gw = await startGatewayProcess(config({ postgres: relay.url(PG_URL), redis: REDIS_URL, schema, prefix, allocation: 1_000_000_000, up }), START)
     dumpOnFailure(t, gw)
     const pool = new Pool(gw.url, { connections: 30 })
     t.teardown(async () => {
@@ -117,7 +119,7 @@ t.test('shared engine failures', async (t) => {
     const prefix = freshPrefix(t)
     const redisUrl = new URL(REDIS_URL)
     const relay = await startTcpRelay(redisUrl.hostname, Number(redisUrl.port || 6379))
-    const gw = await startGatewayProcess(config({ postgres: PG_URL, redis: relay.url(REDIS_URL), schema, prefix, allocation: 1_000_000_000, up }))
+    const gw = await startGatewayProcess(config({ postgres: PG_URL, redis: relay.url(REDIS_URL), schema, prefix, allocation: 1_000_000_000, up }), START)
     dumpOnFailure(t, gw)
     const pool = new Pool(gw.url, { connections: 40 })
     t.teardown(async () => {

@@ -11,6 +11,8 @@ import { ADMIN_TOKEN, compare, config, dumpOnFailure, ledger, load, send } from 
 
 // Gateway processes start slowly on a busy 2-core machine: more than the runner's default per file.
 t.setTimeout(360_000)
+/** Gateway start: tsx compiles on a loaded machine; more than the helper's default 20 s. */
+const START = { startTimeoutMs: 60_000 }
 
 t.test('shared engine, two instances', async (t) => {
   if (!(await needServers(t))) return
@@ -22,8 +24,8 @@ t.test('shared engine, two instances', async (t) => {
     const prefix = freshPrefix(t)
     const text = config({ postgres: PG_URL, redis: REDIS_URL, schema, prefix, allocation: 100, up })
     // One after the other: two tsx starts at once can exceed the helper's start timeout on a busy machine.
-    const a = await startGatewayProcess(text)
-    const b = await startGatewayProcess(text)
+    const a = await startGatewayProcess(text, START)
+    const b = await startGatewayProcess(text, START)
     dumpOnFailure(t, a, b)
     const pools = [new Pool(a.url, { connections: 100 }), new Pool(b.url, { connections: 100 })]
     t.teardown(async () => {
@@ -48,8 +50,8 @@ t.test('shared engine, two instances', async (t) => {
     const rate = { capacity: 20, refillPerSecond: 10 }
     const text = config({ postgres: PG_URL, redis: REDIS_URL, schema, prefix, allocation: 1_000_000, up, rate })
     // One after the other: two tsx starts at once can exceed the helper's start timeout on a busy machine.
-    const a = await startGatewayProcess(text)
-    const b = await startGatewayProcess(text)
+    const a = await startGatewayProcess(text, START)
+    const b = await startGatewayProcess(text, START)
     dumpOnFailure(t, a, b)
     const pools = [new Pool(a.url, { connections: 20 }), new Pool(b.url, { connections: 20 })]
     t.teardown(async () => {

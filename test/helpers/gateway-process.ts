@@ -29,7 +29,7 @@ export interface GatewayProcess {
 }
 
 /** `{{DIR}}` in the config text is replaced by the temp dir. */
-export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string } = {}): Promise<GatewayProcess> {
+export async function startGatewayProcess(configText: string, options: { env?: NodeJS.ProcessEnv; dir?: string; startTimeoutMs?: number } = {}): Promise<GatewayProcess> {
   const dir = options.dir ?? tempDir('tollgate-e2e-')
   const configFile = join(dir, 'gateway.yaml')
   const write = (text: string) => {
@@ -78,7 +78,7 @@ export async function startGatewayProcess(configText: string, options: { env?: N
     })
   let started: { address: string; admin: string }
   try {
-    started = JSON.parse(await waitFor(/tollgate started/))
+    started = JSON.parse(await waitFor(/tollgate started/, options.startTimeoutMs))
   } catch (error) {
     // Never leave a gateway behind when it did not come up as expected.
     child.kill('SIGKILL')
