@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { createClient } from 'redis'
 import { openSharedStore } from '../core/store/shared/index.ts'
-import { runAutocannon } from './lib/load.ts'
+import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.ts'
 import { cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
@@ -48,6 +48,9 @@ const connections = bounded('connections', values.connections, 1, 1000)
 const schema = `tg_bench_${randomBytes(4).toString('hex')}`
 const keyPrefix = `tgbench:${randomBytes(4).toString('hex')}:`
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-shared-bench-'))
+// wrk (its own process on the load core) when installed, as bench/run.ts; else autocannon in process.
+const loadTool = wrkVersion() ? 'wrk' : 'autocannon'
+const runLoad = (url: string, s: number): Promise<LoadResult> => (loadTool === 'wrk' ? runWrk(url, s, connections) : runAutocannon(url, s, connections))
 
 interface Engine {
   label: string
@@ -68,11 +71,11 @@ try {
   )
   const engines = [embedded, shared]
   // Warm-up: JIT, pools, the balance rows.
-  for (const engine of engines) await runAutocannon(engine.url, Math.min(2, seconds), connections)
+  for (const engine of engines) await runLoad(engine.url, Math.min(2, seconds))
   for (let round = 0; round < rounds; round++) {
     for (const engine of round % 2 ? [...engines].reverse() : engines) {
       const before = cpuMicros(engine.proc.pid)
-      const result = await runAutocannon(engine.url, seconds, connections)
+      const result = await runLoad(engine.url, seconds)
       const cpu = cpuMicros(engine.proc.pid) - before
       if (result.failures > 0) console.error(`${engine.label}: ${result.failures} failed requests in round ${round + 1}`)
       engine.rps.push(result.rps)
@@ -80,7 +83,7 @@ try {
     }
   }
   const row = (e: Engine) => `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} |`
-  console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
+  console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
   console.log('| engine | req/s | gateway CPU µs/request |\n|---|---:|---:|')
   console.log(row(embedded))
   console.log(row(shared))
