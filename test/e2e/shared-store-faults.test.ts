@@ -16,7 +16,7 @@ import { compare, config, dumpOnFailure, histogram, load, readyz, settled, type 
 // Gateway processes start slowly on a busy 2-core machine: more than the runner's default per file.
 t.setTimeout(360_000)
 /** Gateway start: tsx compiles on a loaded machine; more than the helper's default 20 s. */
-const START = { startTimeoutMs: 60_000 }
+const START = { startTimeoutMs: 90_000 }
 
 t.test('shared engine failures', async (t) => {
   if (!(await needServers(t))) return
@@ -142,7 +142,9 @@ t.test('shared engine failures', async (t) => {
     await new Promise((r) => setTimeout(r, 700))
     stop = true
     const [deny, allow] = await running
-    const during = (answers: Answer[]) => answers.filter((a) => a.sentAt > severedAt + 100 && a.at < restoredAt)
+    // Sent while Redis was cut off (the client reconnects with a backoff, so the last 300 ms before the
+    // restore still fail on the deny route; on a loaded machine an answer may come after the restore).
+    const during = (answers: Answer[]) => answers.filter((a) => a.sentAt > severedAt + 100 && a.sentAt < restoredAt - 300)
     t.ok(during(deny).length > 0 && during(deny).every((a) => a.status === 503 && a.code === 'store_unavailable'), `deny: 503 store_unavailable while Redis is unreachable ${JSON.stringify(histogram(during(deny)))}`)
     t.ok(during(allow).length > 0 && during(allow).every((a) => a.status === 200), `allow: served (and metered) while Redis is unreachable ${JSON.stringify(histogram(during(allow)))}`)
     t.equal(readyDuring, 200, '/readyz stays 200: PostgreSQL, the source of truth, answers')

@@ -12,7 +12,7 @@ import { ADMIN_TOKEN, compare, config, dumpOnFailure, ledger, load, send } from 
 // Gateway processes start slowly on a busy 2-core machine: more than the runner's default per file.
 t.setTimeout(360_000)
 /** Gateway start: tsx compiles on a loaded machine; more than the helper's default 20 s. */
-const START = { startTimeoutMs: 60_000 }
+const START = { startTimeoutMs: 90_000 }
 
 t.test('shared engine, two instances', async (t) => {
   if (!(await needServers(t))) return
