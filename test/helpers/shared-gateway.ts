@@ -31,7 +31,7 @@ export function config(s: Setup): string {
 version: 1
 server: { listen: { port: 0 }, drainTimeoutMs: 2000 }
 admin: { listen: { port: 0 }, tokenHash: ${hashCredential(ADMIN_TOKEN)} }
-store: { engine: shared, postgres: '${s.postgres}', redis: '${s.redis}', schema: ${s.schema}, keyPrefix: '${s.prefix}', instanceTimeoutMs: 1500 }
+store: { engine: shared, postgres: '${s.postgres}', redis: '${s.redis}', schema: ${s.schema}, keyPrefix: '${s.prefix}', instanceTimeoutMs: 5000 }
 log: { access: false }
 watch: false
 projects:
@@ -107,7 +107,7 @@ export async function ledger(schema: string): Promise<{ committed: Map<string, n
 }
 
 /** Waits until no hold is pending (the reaper or re-sent releases did their work). */
-export async function settled(schema: string, timeoutMs = 15_000): Promise<Awaited<ReturnType<typeof ledger>>> {
+export async function settled(schema: string, timeoutMs = 40_000): Promise<Awaited<ReturnType<typeof ledger>>> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const state = await ledger(schema)

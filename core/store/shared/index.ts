@@ -101,6 +101,7 @@ export class SharedStore implements Store {
   private readonly options: SharedStoreOptions
   private readonly timers: NodeJS.Timeout[] = []
   private ticking = false
+  private beating = false
   private closed = false
 
   constructor(options: SharedStoreOptions) {
@@ -126,6 +127,8 @@ export class SharedStore implements Store {
     await this.buckets.connect()
     // Heartbeat well within the timeout, so a live instance is never taken for dead.
     const tickMs = Math.max(50, Math.min(1000, Math.floor(this.instanceTimeoutMs / 4)))
+    // Separate timers: a slow reap or retry must never delay the heartbeat past the timeout.
+    this.every(tickMs, () => this.beat())
     this.every(tickMs, () => this.tick())
     this.every(this.options.usageFlushMs ?? 1000, () => this.usage.flush())
   }
@@ -225,12 +228,22 @@ export class SharedStore implements Store {
     }
   }
 
-  /** Heartbeat, reaper, re-sent releases and the sweep of forgotten holds; one tick at a time. */
+  /** One heartbeat at a time. */
+  private async beat(): Promise<void> {
+    if (this.beating || this.closed) return
+    this.beating = true
+    try {
+      await this.heartbeat()
+    } finally {
+      this.beating = false
+    }
+  }
+
+  /** Reaper, re-sent releases and the sweep of forgotten holds; one tick at a time. */
   private async tick(): Promise<void> {
     if (this.ticking || this.closed) return
     this.ticking = true
     try {
-      await this.heartbeat()
       await this.recoverPendingReservations()
       await this.credits.retryReleases()
       this.credits.sweep(this.clock() - this.retentionMs)
