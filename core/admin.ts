@@ -9,10 +9,14 @@ import { GatewayError, errors } from './errors.ts'
 import { normalisePath } from './router.ts'
 import { parseJson, readBody } from './http/body.ts'
 import type { AdminRoute, Table } from './table.ts'
+import type { StoreHealth } from './store/types.ts'
 
 export interface AdminDeps {
   table(): Table | undefined
+  /** False while draining. */
   ready(): boolean
+  /** Whether the store answers (a shared engine asks PostgreSQL and Redis). */
+  storeHealth(): Promise<StoreHealth>
   metricsText(): Promise<{ contentType: string; body: string }>
   reload(): Promise<{ ok: boolean; issues: string[] }>
   tokenHash(): string | undefined
@@ -50,8 +54,10 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
   const path = url.pathname
   if (req.method === 'GET' && path === '/healthz') return send(res, 200, { status: 'ok' })
   if (req.method === 'GET' && path === '/readyz') {
-    const ready = deps.ready()
-    return send(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready' })
+    if (!deps.ready()) return send(res, 503, { status: 'not_ready', reason: 'draining' })
+    // Not ready while the store's source of truth is unreachable: metered routes would answer 503.
+    const store = await deps.storeHealth().catch((error: Error): StoreHealth => ({ ok: false, components: { store: error.message } }))
+    return send(res, store.ok ? 200 : 503, store.ok ? { status: 'ready', store: store.components } : { status: 'not_ready', reason: 'store_unavailable', store: store.components })
   }
   if (path === '/metrics' && (req.method === 'GET' || req.method === 'HEAD')) {
     if (deps.protectMetrics() && !authorised(req, deps.tokenHash())) throw new GatewayError(401, 'admin_unauthorized', 'a valid admin bearer token is required')

@@ -22,6 +22,7 @@ import { usageCommand } from './usage-cli.ts'
 import { schemaCommand } from './schema-cli.ts'
 import { isWorker, parseWorkerCount, runPrimary, runWorker } from './workers.ts'
 import { openSqliteStore } from './store/sqlite.ts'
+import { migrateStore } from './store/open.ts'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -36,6 +37,8 @@ Usage:
   tollgate schema [-c FILE]            print the composed JSON Schema of gateway.yaml (with -c, the
                                        custom plugins FILE names are included)
   tollgate hash-key KEY                print the hashed form of a key or secret for gateway.yaml
+  tollgate migrate [-c FILE]           apply the shared store's PostgreSQL migrations (store.engine
+                                       shared); refuses a schema newer than this version knows
   tollgate usage [-c FILE] [--project ID] [--from ISO] [--to ISO] [--granularity hour|day]
                                        [--admin URL] [--token T]
                                        print per-project usage as a table (through the admin API
@@ -96,6 +99,30 @@ async function check(file: string): Promise<number> {
   }
 }
 
+/** `tollgate migrate`: brings the shared engine's schema up to date; nothing to do for SQLite. */
+async function migrate(file: string): Promise<number> {
+  const loaded = await loadConfig(file)
+  if (!loaded.config) {
+    for (const issue of loaded.issues) console.error(formatIssue(issue))
+    return 1
+  }
+  const store = loaded.config.store
+  try {
+    const report = await migrateStore(store)
+    if (!report) {
+      console.log(`${file}: store.engine is ${store.engine}; its tables are created when it opens, nothing to migrate`)
+      return 0
+    }
+    for (const step of report.applied) console.log(`applied ${step.module} ${step.version}: ${step.name}`)
+    const versions = Object.entries(report.versions).map(([module, version]) => `${module} ${version}`).join(', ')
+    console.log(`schema "${report.schema}" is current (${versions}); ${report.applied.length} migration(s) applied`)
+    return 0
+  } catch (error) {
+    console.error(`tollgate migrate: ${(error as Error).message}`)
+    return 1
+  }
+}
+
 async function start(file: string): Promise<number> {
   let gateway: Gateway
   try {
@@ -150,6 +177,8 @@ export async function main(argv: string[]): Promise<number> {
       return 0
     case 'usage':
       return usageCommand(file, flags)
+    case 'migrate':
+      return migrate(file)
     case '--version':
     case '-v':
       console.log(version())

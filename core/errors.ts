@@ -53,6 +53,8 @@ export const errors = {
   upstreamTimeout: define(504, 'upstream_timeout'),
   responseTooLarge: define(502, 'upstream_response_too_large'),
   shuttingDown: define(503, 'shutting_down'),
+  /** The store (PostgreSQL, Redis) cannot be reached: a metered request is refused, never served unmetered. */
+  storeUnavailable: define(503, 'store_unavailable'),
   internal: define(500, 'internal_error'),
 } as const
 

@@ -27,7 +27,7 @@ import { whenAnswersDone } from './http/pending-answers.ts'
 import { CoreMetrics, RouteMetrics } from './metrics.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
-import { openSqliteStore } from './store/sqlite.ts'
+import { openStore } from './store/open.ts'
 import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
@@ -113,7 +113,10 @@ export class Gateway {
     const config = loaded.config
     const log = createLogger({ level: config.log.level, destination: options.logDestination })
     const metrics = new CoreMetrics()
-    const store = options.store ?? openSqliteStore({ dataDir: resolve(config.dir, config.store.dataDir) })
+    const store = options.store ?? await openStore(config.store, {
+      dir: config.dir,
+      onBackgroundError: (error) => log.warn({ err: error }, 'store background work failed'),
+    })
     const recovered = await store.recoverPendingReservations()
     if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')
     // The sync follows whichever table is in service; until the gateway exists that is the first one.
@@ -201,6 +204,7 @@ export class Gateway {
     this.#admin = createAdminServer({
       table: () => this.#table,
       ready: () => !this.#draining,
+      storeHealth: () => this.store.health(),
       metricsText: async () => ({ contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() }),
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,

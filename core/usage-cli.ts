@@ -1,11 +1,10 @@
 /** `tollgate usage`: per-project usage from the store, as a table. */
-import { resolve } from 'node:path'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
-import { openSqliteStore } from './store/sqlite.ts'
+import { openStore } from './store/open.ts'
 import { mergeProjects } from './project-settings.ts'
 import { toProjects } from './table.ts'
-import type { Granularity, UsageRow } from './store/types.ts'
+import type { Granularity, Store, UsageRow } from './store/types.ts'
 
 const DAY = 86_400_000
 
@@ -38,13 +37,13 @@ export async function usageCommand(file: string, flags: Map<string, string>): Pr
   const base = adminBase(loaded.config.admin, flags.get('admin'))
   const token = flags.get('token') ?? process.env.TOLLGATE_ADMIN_TOKEN
   let fetchUsage = await viaAdmin(base, token)
-  let store: ReturnType<typeof openSqliteStore> | undefined
+  let store: Store | undefined
   // Projects of gateway.yaml and those created at run time (store settings).
   let projectIds: string[]
   if (fetchUsage) projectIds = await projectsViaAdmin(base!, token!)
   else {
     try {
-      store = openSqliteStore({ dataDir: resolve(loaded.config.dir, loaded.config.store.dataDir) })
+      store = await openStore(loaded.config.store, { dir: loaded.config.dir })
     } catch (error) {
       console.error(`cannot read usage: ${(error as Error).message}. If the gateway is running, pass its admin token with --token or TOLLGATE_ADMIN_TOKEN.`)
       return 1

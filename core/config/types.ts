@@ -40,6 +40,18 @@ export interface ProjectConfig {
   settings: Record<string, unknown>
 }
 
+/** `store` of gateway.yaml: which engine, and where its state lives. */
+export interface StoreConfig {
+  engine: 'sqlite' | 'shared'
+  dataDir: string
+  postgres?: string
+  redis?: string
+  schema: string
+  keyPrefix: string
+  poolSize: number
+  instanceTimeoutMs: number
+}
+
 export interface GatewayConfig {
   version: 1
   server: {
@@ -58,7 +70,7 @@ export interface GatewayConfig {
     }
   }
   admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean }
-  store: { engine: 'sqlite'; dataDir: string }
+  store: StoreConfig
   log: { level: string; access: boolean }
   watch: boolean
   projects: ProjectConfig[]

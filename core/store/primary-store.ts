@@ -20,6 +20,7 @@ import type {
   Granularity,
   RateDecision,
   Store,
+  StoreHealth,
   StoredDocument,
   UsageEvent,
   UsageRow,
@@ -57,6 +58,7 @@ const STORE_OPS = new Set([
   'recordUsage',
   'queryUsage',
   'takeToken',
+  'health',
 ])
 const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete'])
 const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'audit'])
@@ -182,6 +184,10 @@ export class PrimaryStore implements Store {
   }
   recoverPendingReservations(): Promise<number> {
     return this.#call('recoverPendingReservations', [])
+  }
+  /** The primary's store health (the worker's /readyz follows the one store all workers share). */
+  health(): Promise<StoreHealth> {
+    return this.#call('health', [])
   }
   recordUsage(event: UsageEvent): Promise<void> {
     return this.#call('recordUsage', [event])

@@ -24,8 +24,8 @@
  * A period loaded from disk first drains the write queue, so it sees every queued sum.
  *
  * This is single-process by construction: the store holds the database with an exclusive lock, so
- * no other writer can move `used` behind the cache's back. A shared engine (Redis) would keep the
- * reservations in Redis, next to the balance, with the same check-and-add as one script.
+ * no other writer can move `used` behind the cache's back. The shared engine (shared/credits.ts)
+ * keeps the reservations in PostgreSQL, next to the balance, with the same check-and-add.
  *
  * A reservation carries its period, so late commits and refunds touch that period's balance
  * whatever the clock says. Balances of periods nobody used since the last sweep tick are dropped

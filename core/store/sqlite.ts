@@ -17,8 +17,8 @@
  * meter commits before the answer's head is written, so every charge a client was answered for is on
  * disk before the answer. A crash loses only
  * pending reservations, which recovery would have released anyway. This needs the store to be the
- * only writer of the ledger, which the exclusive lock below guarantees; a shared engine (Redis) would
- * keep the reservations in Redis instead.
+ * only writer of the ledger, which the exclusive lock below guarantees; the shared engine
+ * (shared/index.ts) keeps the reservations in PostgreSQL instead.
  *
  * Group commit. Credit settlements and document writes are queued, and everything queued during one
  * event-loop turn runs in queue order inside ONE transaction at the next check phase (setImmediate),
@@ -53,6 +53,7 @@ import type {
   Granularity,
   RateDecision,
   Store,
+  StoreHealth,
   UsageEvent,
   UsageRow,
 } from './types.ts'
@@ -166,6 +167,11 @@ export class SqliteStore implements Store {
 
     if (usageFlushMs > 0) this.every(usageFlushMs, () => this.usage.flush())
     this.every(SWEEP_INTERVAL_MS, () => this.sweepTick())
+  }
+
+  /** The database is a file this process holds open: healthy until closed. */
+  async health(): Promise<StoreHealth> {
+    return this.closed ? { ok: false, components: { sqlite: 'closed' } } : { ok: true, components: { sqlite: 'ok' } }
   }
 
   async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {

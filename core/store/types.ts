@@ -1,7 +1,7 @@
 /**
- * The state interface. Every operation is async and atomic on its own, so that a Redis engine can
- * implement each one as a single Lua script; the embedded engine (SQLite + in-process counters)
- * implements it synchronously underneath.
+ * The state interface. Every operation is async and atomic on its own, so that the shared engine
+ * (PostgreSQL + Redis, shared/) can implement each as one statement of a batched transaction or one
+ * Lua script; the embedded engine (SQLite + in-process counters) implements it synchronously underneath.
  */
 
 import type { SettingsStore } from './settings/types.ts'
@@ -58,8 +58,19 @@ export interface RateDecision {
   retryAfterSeconds: number
 }
 
+/** What `/readyz` reports of the store. */
+export interface StoreHealth {
+  /** The store can serve metered requests (its source of truth answers). */
+  ok: boolean
+  /** Per component (`postgres`, `redis`, `sqlite`): `ok` or why not. */
+  components: Record<string, string>
+}
+
 export interface Store {
   readonly engine: string
+
+  /** Whether the store can serve requests now; a shared engine asks its servers (bounded by a short timeout). */
+  health(): Promise<StoreHealth>
 
   /**
    * Atomically reserves `amount` credits if the period's remaining balance covers it; the

@@ -5,14 +5,17 @@
  * `Retry-After`.
  *
  * Buckets live in the store, not in the route table, so a config reload keeps them. They are
- * named after the route unless `bucket` names a bucket several routes share.
+ * named after the route unless `bucket` names a bucket several routes share. When the store cannot
+ * decide (the shared engine's Redis is unreachable), `onStoreError` says what happens: `deny`
+ * answers 503 `store_unavailable`, `allow` lets the request through unlimited.
  *
  * ```yaml
  * plugins:
  *   - { name: rate-limit, config: { by: project, capacity: 50, refillPerSecond: 10 } }
  * ```
  */
-import { GatewayError } from '../../core/errors.ts'
+import { errors, GatewayError } from '../../core/errors.ts'
+import type { RateDecision } from '../../core/store/types.ts'
 import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
 import { sharedCounter } from '../_shared/metrics.ts'
 
@@ -21,6 +24,7 @@ export interface RateLimitConfig {
   capacity: number
   refillPerSecond: number
   bucket?: string
+  onStoreError: 'deny' | 'allow'
 }
 
 /** Who a request is counted against. Without an auth plugin before it, `project` and `key` fall back to the client IP. */
@@ -61,10 +65,22 @@ const rateLimit: PluginDefinition<RateLimitConfig> = {
         pattern: '^[A-Za-z0-9_.:-]+$',
         description: 'Bucket name; routes naming the same bucket share their tokens. Default: the route name.',
       },
+      onStoreError: {
+        enum: ['deny', 'allow'],
+        default: 'deny',
+        description:
+          'When the store cannot decide (shared engine: Redis unreachable): deny answers 503 store_unavailable with Retry-After: 1; allow lets the request through without a limit (and without RateLimit headers).',
+      },
     },
   },
   create(config, init) {
     const limited = sharedCounter(init.metrics, 'tollgate_rate_limited_total', 'Requests refused with 429 by rate-limit, by route.', ['route']).labels(init.routeName)
+    const storeErrors = sharedCounter(
+      init.metrics,
+      'tollgate_rate_limit_store_errors_total',
+      'Rate-limit decisions the store could not make (then onStoreError applies), by route.',
+      ['route'],
+    ).labels(init.routeName)
     const prefix = `rate:${config.bucket ?? `route:${init.routeName}`}:`
     // Header values that depend on the config only are built once per route instance.
     const policy = `${config.capacity};w=${Math.max(1, Math.ceil(config.capacity / config.refillPerSecond))}`
@@ -81,7 +97,18 @@ const rateLimit: PluginDefinition<RateLimitConfig> = {
     }
     return {
       async request(ctx) {
-        const decision = await init.store.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond)
+        let decision: RateDecision
+        try {
+          decision = await init.store.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond)
+        } catch (error) {
+          if (!(error instanceof GatewayError) || error.code !== 'store_unavailable') throw error
+          storeErrors.inc()
+          if (config.onStoreError === 'allow') {
+            ctx.logFields.rateLimit = 'store_unavailable_allowed'
+            return
+          }
+          throw errors.storeUnavailable('the rate limit cannot be checked right now; retry shortly', { headers: { 'retry-after': '1' }, cause: error })
+        }
         const headers = ctx.responseHeaders
         headers['ratelimit-limit'] = decision.limit === config.capacity ? limitText : String(decision.limit)
         headers['ratelimit-remaining'] = intText(decision.remaining)

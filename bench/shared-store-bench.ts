@@ -1,0 +1,165 @@
+/**
+ * The shared store engine next to the embedded one, in one run (ratios are what to read):
+ *
+ * 1. The typical chain (key-in-path auth, credit meter, rate limit) in two gateway processes, one on
+ *    the embedded engine, one on the shared engine (PostgreSQL + Redis on this machine), same code
+ *    and config otherwise; 50 connections. Reports req/s and gateway CPU per request (user + system
+ *    of the gateway process, from /proc), rounds interleaved, medians, and shared / embedded.
+ *    Targets (issue 13): CPU per request <= 1.3x embedded; req/s >= 0.6x embedded with PostgreSQL and
+ *    Redis on the same 2 cores.
+ * 2. Reserve + commit pairs per second against PostgreSQL alone (the shared engine's credit ledger,
+ *    no gateway), with 1 and 50 pairs in flight.
+ *
+ *   node --import tsx bench/shared-store-bench.ts [--seconds 10] [--rounds 3] [--pairs 5000]
+ *       [--postgres URL] [--redis URL]      (defaults: $DATABASE_URL / $REDIS_URL, else 127.0.0.1)
+ *
+ * Core layout as bench/lib/targets.ts: load generator and upstream on core 0, gateway on core 1;
+ * PostgreSQL and Redis run where the OS puts them. Uses a fresh schema and key prefix, dropped at the end.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { parseArgs } from 'node:util'
+import { fileURLToPath } from 'node:url'
+import pg from 'pg'
+import { createClient } from 'redis'
+import { openSharedStore } from '../core/store/shared/index.ts'
+import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.ts'
+import { cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
+import { median } from './lib/report.ts'
+import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
+    pairs: { type: 'string', default: '5000' },
+    connections: { type: 'string', default: '50' },
+    postgres: { type: 'string', default: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
+    redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+  },
+})
+const seconds = bounded('seconds', values.seconds, 1, 600)
+const rounds = bounded('rounds', values.rounds, 1, 20)
+const pairs = bounded('pairs', values.pairs, 10, 1_000_000)
+const connections = bounded('connections', values.connections, 1, 1000)
+const schema = `tg_bench_${randomBytes(4).toString('hex')}`
+const keyPrefix = `tgbench:${randomBytes(4).toString('hex')}:`
+const dir = mkdtempSync(join(tmpdir(), 'tollgate-shared-bench-'))
+// wrk (its own process on the load core) when installed, as bench/run.ts; else autocannon in process.
+const loadTool = wrkVersion() ? 'wrk' : 'autocannon'
+const runLoad = (url: string, s: number): Promise<LoadResult> => (loadTool === 'wrk' ? runWrk(url, s, connections) : runAutocannon(url, s, connections))
+
+interface Engine {
+  label: string
+  proc: Managed
+  url: string
+  rps: number[]
+  cpuPerRequest: number[]
+}
+
+try {
+  pinSelf(LOAD_CORE)
+  const upstream = await startUpstream(dir)
+  const embedded = await startGateway('embedded (SQLite)', `store:\n  dataDir: ./data\n`, upstream.url)
+  const shared = await startGateway(
+    'shared (PostgreSQL + Redis)',
+    `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}" }\n`,
+    upstream.url,
+  )
+  const engines = [embedded, shared]
+  // Warm-up: JIT, pools, the balance rows.
+  for (const engine of engines) await runLoad(engine.url, Math.min(2, seconds))
+  for (let round = 0; round < rounds; round++) {
+    for (const engine of round % 2 ? [...engines].reverse() : engines) {
+      const before = cpuMicros(engine.proc.pid)
+      const result = await runLoad(engine.url, seconds)
+      const cpu = cpuMicros(engine.proc.pid) - before
+      if (result.failures > 0) console.error(`${engine.label}: ${result.failures} failed requests in round ${round + 1}`)
+      engine.rps.push(result.rps)
+      engine.cpuPerRequest.push(cpu / Math.max(1, result.requests))
+    }
+  }
+  const row = (e: Engine) => `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} |`
+  console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
+  console.log('| engine | req/s | gateway CPU µs/request |\n|---|---:|---:|')
+  console.log(row(embedded))
+  console.log(row(shared))
+  const rpsRatio = median(shared.rps) / median(embedded.rps)
+  const cpuRatio = median(shared.cpuPerRequest) / median(embedded.cpuPerRequest)
+  console.log(`\nshared / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request ${cpuRatio.toFixed(2)}× (target <= 1.3×)`)
+  await stopAll()
+
+  console.log(`\n### Reserve + commit pairs against PostgreSQL alone (${pairs} pairs per run)\n`)
+  console.log('| in flight | pairs/s | ms per pair (wall, per request) | round trips (batches) per pair |\n|---:|---:|---:|---:|')
+  for (const inFlight of [1, 50]) console.log(await pairsPerSecond(inFlight))
+} finally {
+  await stopAll()
+  await cleanUp()
+  rmSync(dir, { recursive: true, force: true })
+}
+
+async function startGateway(label: string, store: string, upstreamUrl: string): Promise<Engine> {
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const configFile = join(mkdtempSync(join(dir, 'gw-')), 'gateway.yaml')
+  const config = tollgateConfig({ port, adminPort, upstreamUrl, empty: false, typical: true }).replace(/store:\n {2}dataDir: \.\/data\n/, store)
+  writeFileSync(configFile, config)
+  const proc = startPinned(label, PROXY_CORE, process.execPath, [join(ROOT, 'bin/tollgate.js'), 'start', '-c', configFile])
+  const url = `http://127.0.0.1:${port}/bench/${BENCH_KEY}`
+  await waitForHttp(url, proc, 200, 60_000)
+  return { label, proc, url, rps: [], cpuPerRequest: [] }
+}
+
+async function pairsPerSecond(inFlight: number): Promise<string> {
+  const store = await openSharedStore({ postgres: values.postgres, redis: values.redis, schema, keyPrefix })
+  try {
+    const before = store.writeStats()
+    let next = 0
+    const started = performance.now()
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < pairs) {
+          const id = `bench-${inFlight}-${next++}`
+          await store.reserveCredits({ id, projectId: 'bench-pairs', period: '2026-11', allocation: 1e12, amount: 1, apiType: 'PRIVNET_RPC' })
+          await store.commitCredits(id)
+          await store.closeCredits(id)
+        }
+      }),
+    )
+    const elapsedMs = performance.now() - started
+    const batches = store.writeStats().batches - before.batches
+    return `| ${inFlight} | ${((pairs / elapsedMs) * 1000).toFixed(0)} | ${((elapsedMs / pairs) * inFlight).toFixed(2)} | ${(batches / pairs).toFixed(3)} |`
+  } finally {
+    await store.close()
+  }
+}
+
+async function cleanUp(): Promise<void> {
+  const client = new pg.Client({ connectionString: values.postgres })
+  try {
+    await client.connect()
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+  } catch (error) {
+    console.error(`could not drop schema ${schema}: ${(error as Error).message}`)
+  } finally {
+    await client.end().catch(() => {})
+  }
+  const redis = createClient({ url: values.redis })
+  redis.on('error', () => {})
+  try {
+    await redis.connect()
+    for await (const keys of redis.scanIterator({ MATCH: `${keyPrefix}*`, COUNT: 500 })) if (keys.length) await redis.del(keys)
+  } catch (error) {
+    console.error(`could not delete Redis keys ${keyPrefix}*: ${(error as Error).message}`)
+  } finally {
+    if (redis.isOpen) await redis.close()
+  }
+}
+
+function bounded(name: string, text: string, min: number, max: number): number {
+  const n = Number(text)
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer in [${min}, ${max}], got ${text}`)
+  return n
+}

@@ -1,0 +1,176 @@
+/**
+ * Credit ledger of the shared engine: PostgreSQL is the only authority, for pending holds as much as
+ * for charges, so any number of gateway instances share one exact balance.
+ *
+ * - `reserve` inserts a hold row (owner = this instance) and adds its amount to the period's
+ *   `pending` with one conditional upsert (`used + pending + amount <= allocation`); the row lock of
+ *   the period orders concurrent batches of every instance, so there is no overspend.
+ * - `commit` moves the hold's amount from `pending` to `used`; `release` gives back what it still
+ *   charges (pending or committed); `refundPart` gives back part. All of them ride in the group
+ *   commit of their turn (pg.ts) and resolve after its COMMIT.
+ * - This instance remembers the holds it made until `close`, so closing a settled one costs no round
+ *   trip, and a commit can tell "already committed" from "the reaper released it".
+ *
+ * Failure behaviour:
+ * - PostgreSQL unreachable: every operation rejects with 503 `store_unavailable`. A reserve whose
+ *   outcome is unknown, and a release (or close of a pending hold) that failed, are kept and re-sent
+ *   as releases every tick until PostgreSQL answers: release is
+ *   idempotent, so a commit whose outcome was unknown (connection lost around its COMMIT, client
+ *   answered 503) is undone once the database is back, and nothing is charged that was not served.
+ * - This instance dies (`kill -9`): it stops heartbeating; once its row in `tollgate_instances` is
+ *   older than the instance timeout, the reaper of any live instance releases its pending holds. Its
+ *   commits were durable before each answer, so no acknowledged charge is lost.
+ * - A commit of a hold the reaper already released (this instance was cut off longer than the
+ *   timeout) is refused with `store_unavailable`: the client is not told it succeeded.
+ */
+import { errors } from '../../errors.ts'
+import type { CreditBalance, CreditReservation } from '../types.ts'
+import type pg from 'pg'
+import { pgFailure, type PgBatcher } from './pg.ts'
+
+type HoldState = 'pending' | 'committed' | 'released'
+
+/** A reservation this instance made, from reserve until close. */
+interface Held {
+  readonly id: string
+  readonly createdAt: number
+  state: HoldState
+  /** The last write of this hold, once one is queued. */
+  written?: Promise<void>
+}
+
+const done = Promise.resolve()
+
+/** The credit operations of the shared store. */
+export class SharedCreditLedger {
+  private readonly held = new Map<string, Held>()
+  /** Releases PostgreSQL has not confirmed yet; re-sent by {@link SharedCreditLedger.retryReleases}. */
+  private readonly unconfirmedReleases = new Set<string>()
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly batch: PgBatcher,
+    private readonly clock: () => number,
+  ) {}
+
+  async reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const { id, projectId, period, allocation, amount, apiType } = reservation
+    if (typeof id !== 'string' || id === '') throw new TypeError('reservation id must be a non-empty string')
+    checkAmount('amount', amount)
+    if (!Number.isFinite(allocation)) throw new RangeError(`allocation must be a finite number, got ${allocation}`)
+    if (this.held.has(id)) throw reservationExists(id)
+    let result: 'exists' | [boolean, number]
+    try {
+      result = await this.batch.enqueue({ o: 'reserve', i: id, p: projectId, e: period, a: allocation, n: amount, t: apiType })
+    } catch (error) {
+      // The hold may exist (COMMIT done, answer lost); this live instance's reaper would never free
+      // it, so it is released once PostgreSQL answers again (a release of no hold is a no-op).
+      this.unconfirmedReleases.add(id)
+      throw error
+    }
+    if (result === 'exists') throw reservationExists(id)
+    const [ok, used] = result
+    if (ok) this.held.set(id, { id, createdAt: this.clock(), state: 'pending' })
+    return { ok, balance: toBalance(projectId, period, allocation, used) }
+  }
+
+  commit(id: string): Promise<void> {
+    const held = this.held.get(id)
+    if (held === undefined) return this.batch.enqueue({ o: 'commit', i: id }).then(() => undefined)
+    if (held.state !== 'pending') return held.written ?? done
+    held.state = 'committed'
+    const written = this.batch.enqueue<string>({ o: 'commit', i: id }).then(
+      (outcome) => {
+        if (outcome === 'ok' || outcome === 'committed') return
+        // Released by the reaper while this instance could not reach the database.
+        held.state = 'released'
+        throw errors.storeUnavailable(`credit reservation ${id} expired while the store was unreachable; the request is not charged`)
+      },
+      (error: unknown) => {
+        // Outcome unknown: pending again for the caller, who releases it (re-sent until confirmed).
+        if (held.written === written) {
+          held.state = 'pending'
+          held.written = undefined
+        }
+        throw error
+      },
+    )
+    held.written = written
+    return written
+  }
+
+  release(id: string): Promise<void> {
+    const held = this.held.get(id)
+    if (held !== undefined) {
+      if (held.state === 'released') return held.written ?? done
+      held.state = 'released'
+    }
+    const written = this.sendRelease(id)
+    if (held !== undefined) held.written = written
+    return written
+  }
+
+  refundPart(id: string, amount: number): Promise<void> {
+    checkAmount('amount', amount)
+    if (amount === 0) return done
+    const held = this.held.get(id)
+    if (held?.state === 'released') return held.written ?? done
+    const written = this.batch.enqueue({ o: 'refund', i: id, n: amount }).then(() => undefined)
+    if (held !== undefined) held.written = written
+    return written
+  }
+
+  close(id: string): Promise<void> {
+    const held = this.held.get(id)
+    if (held === undefined) return done
+    const written = held.state === 'pending' ? this.release(id) : (held.written ?? done)
+    this.held.delete(id)
+    return written
+  }
+
+  async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
+    await this.batch.idle()
+    try {
+      const { rows } = await this.pool.query<{ used: number }>('SELECT used + pending AS used FROM credit_balances WHERE project_id = $1 AND period = $2', [projectId, period])
+      return toBalance(projectId, period, allocation, rows[0]?.used ?? 0)
+    } catch (error) {
+      throw pgFailure(error)
+    }
+  }
+
+  /** Re-sends the releases PostgreSQL has not confirmed (it was unreachable); returns how many are left. */
+  async retryReleases(): Promise<number> {
+    const ids = [...this.unconfirmedReleases]
+    await Promise.allSettled(ids.map((id) => this.sendRelease(id)))
+    return this.unconfirmedReleases.size
+  }
+
+  /** Holds this instance remembers, and releases not yet confirmed (for tests and metrics). */
+  counts(): { held: number; unconfirmedReleases: number } {
+    return { held: this.held.size, unconfirmedReleases: this.unconfirmedReleases.size }
+  }
+
+  /** Forgets settled holds nobody closed that are older than `cutoff` (epoch ms). */
+  sweep(cutoff: number): void {
+    for (const held of this.held.values()) if (held.state !== 'pending' && held.createdAt < cutoff) this.held.delete(held.id)
+  }
+
+  private sendRelease(id: string): Promise<void> {
+    this.unconfirmedReleases.add(id)
+    return this.batch.enqueue({ o: 'release', i: id }).then(() => {
+      this.unconfirmedReleases.delete(id)
+    })
+  }
+}
+
+function reservationExists(id: string): Error {
+  return Object.assign(new Error(`reservation id ${id} is already in use`), { code: 'reservation_exists' })
+}
+
+function toBalance(projectId: string, period: string, allocation: number, used: number): CreditBalance {
+  return { projectId, period, allocation, used, remaining: Math.max(0, allocation - used) }
+}
+
+function checkAmount(name: string, value: number): void {
+  if (!(value >= 0) || !Number.isFinite(value)) throw new RangeError(`${name} must be a non-negative number, got ${value}`)
+}

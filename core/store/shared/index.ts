@@ -1,0 +1,335 @@
+/**
+ * The shared store engine: PostgreSQL for money and records (credit ledger, usage, documents), Redis
+ * for rate-limit buckets. Any number of gateway instances pointed at the same servers (and schema and
+ * key prefix) share balances, holds, usage, documents and buckets. See ARCHITECTURE.md "The shared
+ * engine" for the design and its failure behaviour.
+ *
+ * Each instance has a random id, heartbeats its row in `tollgate_instances` and runs the reaper
+ * every tick: pending holds of instances silent for `instanceTimeoutMs` are released (a `kill -9`d
+ * instance's reservations come back without it restarting). The same tick re-sends releases that
+ * PostgreSQL did not confirm and flushes usage sums.
+ */
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import type pg from 'pg'
+import type {
+  CreditBalance,
+  CreditReservation,
+  DocumentCollection,
+  Granularity,
+  RateDecision,
+  Store,
+  StoreHealth,
+  UsageEvent,
+  UsageRow,
+} from '../types.ts'
+import { SharedCreditLedger } from './credits.ts'
+import { SharedDocumentCollection } from './documents.ts'
+import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
+import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
+import { RedisBuckets } from './redis-buckets.ts'
+import { coreMigrations } from './schema.ts'
+import { SharedUsageLog } from './usage.ts'
+import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
+
+export { coreMigrations } from './schema.ts'
+export { runMigrations, SchemaTooNewError, type Migration, type MigrationSet, type MigrationReport } from './migrations.ts'
+
+export interface SharedStoreOptions {
+  /** PostgreSQL connection URL. */
+  postgres: string
+  /** Redis connection URL (a database number may follow the port: `redis://host:6379/3`). */
+  redis: string
+  /** PostgreSQL schema of the tables (created if missing). Default `public`. */
+  schema?: string
+  /** Prefix of every Redis key. Default `tollgate:`. */
+  keyPrefix?: string
+  /** Most PostgreSQL connections of this instance (default 10). */
+  poolSize?: number
+  /** An instance silent this long is dead: its pending reservations are released (default 10,000 ms). */
+  instanceTimeoutMs?: number
+  /** Migrations of other modules applied with the core ones (settings tables...). */
+  migrations?: MigrationSet[]
+  /** Apply migrations at open (default true); false only checks that the schema is current. */
+  migrate?: boolean
+  /** Epoch-ms clock for document and usage timestamps; injectable for tests. */
+  clock?: () => number
+  /** Usage sums are written every this many ms (default 1000). */
+  usageFlushMs?: number
+  /** Settled reservations nobody closed are forgotten after this long (default 10 minutes). */
+  reservationRetentionMs?: number
+  /** Failures of background work and of idle connections. Default: a process warning. */
+  onBackgroundError?: (error: unknown) => void
+}
+
+/** Opens the shared store: connects, applies (or checks) migrations, registers this instance. */
+export async function openSharedStore(options: SharedStoreOptions): Promise<SharedStore> {
+  const store = new SharedStore(options)
+  try {
+    await store.start(options.migrate ?? true)
+  } catch (error) {
+    await store.close().catch(() => {})
+    throw error
+  }
+  return store
+}
+
+/** Applies the migrations of `sets` (core first) to the configured schema and returns what it did. */
+export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'postgres' | 'schema' | 'migrations'>): Promise<MigrationReport> {
+  const pool = openPgPool({ url: options.postgres, schema: options.schema ?? 'public', max: 1 })
+  try {
+    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, settingsMigrations, ...(options.migrations ?? [])])
+  } finally {
+    await pool.end()
+  }
+}
+
+/** The run-time settings tables (core/store/settings/postgres.ts), migrated with the core ones. */
+export const settingsMigrations: MigrationSet = { module: 'settings', migrations: [...SETTINGS_MIGRATIONS] }
+
+/**
+ * NOTIFY channel of the settings: channels are per database, not per schema, so a schema other than
+ * `public` gets its own (an identifier: lower-case letters, digits and `_`, at most 63 bytes).
+ */
+export function settingsChannel(schema: string): string {
+  if (schema === 'public') return DEFAULT_SETTINGS_CHANNEL
+  return `${DEFAULT_SETTINGS_CHANNEL}_${schema.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63)
+}
+
+export class SharedStore implements Store {
+  readonly engine = 'shared'
+  /** This process's id in `tollgate_instances` and owner of its holds. */
+  readonly instanceId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`
+  readonly pool: pg.Pool
+  readonly schema: string
+  /** Run-time project settings, in this schema; changes reach every instance by LISTEN/NOTIFY. */
+  readonly settings: PostgresSettings
+  private readonly batch: PgBatcher
+  private readonly credits: SharedCreditLedger
+  private readonly usage: SharedUsageLog
+  private readonly buckets: RedisBuckets
+  private readonly collections = new Map<string, DocumentCollection>()
+  private readonly clock: () => number
+  private readonly instanceTimeoutMs: number
+  private readonly retentionMs: number
+  private readonly onBackgroundError: (error: unknown) => void
+  private readonly options: SharedStoreOptions
+  private readonly timers: NodeJS.Timeout[] = []
+  private ticking = false
+  private beating = false
+  private closed = false
+
+  constructor(options: SharedStoreOptions) {
+    this.options = options
+    this.schema = options.schema ?? 'public'
+    this.clock = options.clock ?? Date.now
+    this.instanceTimeoutMs = options.instanceTimeoutMs ?? 10_000
+    this.retentionMs = options.reservationRetentionMs ?? 600_000
+    this.onBackgroundError = options.onBackgroundError ?? ((error) => process.emitWarning(error as Error, 'TollgateStoreWarning'))
+    this.pool = openPgPool({ url: options.postgres, schema: this.schema, max: options.poolSize, onError: (error) => this.onBackgroundError(error) })
+    this.batch = new PgBatcher(this.pool, this.instanceId)
+    this.credits = new SharedCreditLedger(this.pool, this.batch, this.clock)
+    this.usage = new SharedUsageLog(this.pool)
+    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {} })
+    this.settings = new PostgresSettings({
+      pool: this.pool,
+      channel: settingsChannel(this.schema),
+      openListener: async () => {
+        const { default: pgModule } = await import('pg')
+        const client = new pgModule.Client({ connectionString: options.postgres, application_name: 'tollgate-settings-listen' })
+        await client.connect()
+        return client
+      },
+      onListenerError: (error) => this.onBackgroundError(error),
+    })
+  }
+
+  /** @internal Called once by {@link openSharedStore}. */
+  async start(migrate: boolean): Promise<void> {
+    const sets = [coreMigrations, settingsMigrations, ...(this.options.migrations ?? [])]
+    if (migrate) await runMigrations(this.pool, this.schema, sets)
+    else await this.checkSchema(sets)
+    await this.heartbeat()
+    await this.buckets.connect()
+    // Heartbeat well within the timeout, so a live instance is never taken for dead.
+    const tickMs = Math.max(50, Math.min(1000, Math.floor(this.instanceTimeoutMs / 4)))
+    // Separate timers: a slow reap or retry must never delay the heartbeat past the timeout.
+    this.every(tickMs, () => this.beat())
+    this.every(tickMs, () => this.tick())
+    this.every(this.options.usageFlushMs ?? 1000, () => this.usage.flush())
+  }
+
+  health(): Promise<StoreHealth> {
+    return Promise.all([this.pingPostgres(1000), this.buckets.ping(1000)]).then(([postgres, redis]) => ({ ok: postgres === 'ok', components: { postgres, redis } }))
+  }
+
+  reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    return this.credits.reserve(reservation)
+  }
+
+  commitCredits(reservationId: string): Promise<void> {
+    return rejectOnThrow(() => this.credits.commit(reservationId))
+  }
+
+  releaseCredits(reservationId: string): Promise<void> {
+    return rejectOnThrow(() => this.credits.release(reservationId))
+  }
+
+  refundPart(reservationId: string, amount: number): Promise<void> {
+    return rejectOnThrow(() => this.credits.refundPart(reservationId, amount))
+  }
+
+  closeCredits(reservationId: string): Promise<void> {
+    return rejectOnThrow(() => this.credits.close(reservationId))
+  }
+
+  balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
+    return this.credits.balance(projectId, period, allocation)
+  }
+
+  /** Releases now the pending holds of instances that stopped heartbeating; returns how many. */
+  async recoverPendingReservations(): Promise<number> {
+    try {
+      const { rows } = await this.pool.query<{ n: number }>('SELECT tollgate_reap($1) AS n', [this.instanceTimeoutMs])
+      return rows[0]!.n
+    } catch (error) {
+      throw pgFailure(error)
+    }
+  }
+
+  async recordUsage(event: UsageEvent): Promise<void> {
+    this.usage.record(event)
+  }
+
+  queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]> {
+    return this.usage.query(projectId, fromMs, toMs, granularity)
+  }
+
+  takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision> {
+    return this.buckets.take(key, capacity, refillPerSecond, cost)
+  }
+
+  documents(collection: string): DocumentCollection {
+    let found = this.collections.get(collection)
+    if (found === undefined) {
+      found = new SharedDocumentCollection(collection, this.pool, this.batch, this.clock)
+      this.collections.set(collection, found)
+    }
+    return found
+  }
+
+  /** Group-commit counters since open: batches (transactions, round trips) and writes in them. */
+  writeStats(): PgBatchStats {
+    return this.batch.stats()
+  }
+
+  /** Holds remembered and releases awaiting PostgreSQL (for tests). */
+  creditCounts(): { held: number; unconfirmedReleases: number } {
+    return this.credits.counts()
+  }
+
+  /**
+   * Applies queued writes, writes usage, releases this instance's pending holds, unregisters it and
+   * disconnects. Idempotent; best effort when the servers are gone (the reaper of another instance,
+   * or of the next start, releases what is left).
+   */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    for (const timer of this.timers) clearInterval(timer)
+    try {
+      await this.batch.close()
+      await this.usage.flush().catch((error) => this.onBackgroundError(error))
+      await this.credits.retryReleases().catch(() => {})
+      // Unregistered first, so the reap releases this instance's pending holds (and any dead one's).
+      await this.pool
+        .query(
+          `WITH mine AS (DELETE FROM tollgate_instances WHERE id = $1 RETURNING id) SELECT tollgate_reap($2) FROM mine`,
+          [this.instanceId, this.instanceTimeoutMs],
+        )
+        .catch(() => {})
+    } finally {
+      // The LISTEN connection first: the pool is ours and ends last.
+      await this.settings.close().catch(() => {})
+      await this.buckets.close().catch(() => {})
+      await this.pool.end().catch(() => {})
+    }
+  }
+
+  /** One heartbeat at a time. */
+  private async beat(): Promise<void> {
+    if (this.beating || this.closed) return
+    this.beating = true
+    try {
+      await this.heartbeat()
+    } finally {
+      this.beating = false
+    }
+  }
+
+  /** Reaper, re-sent releases and the sweep of forgotten holds; one tick at a time. */
+  private async tick(): Promise<void> {
+    if (this.ticking || this.closed) return
+    this.ticking = true
+    try {
+      await this.recoverPendingReservations()
+      await this.credits.retryReleases()
+      this.credits.sweep(this.clock() - this.retentionMs)
+    } finally {
+      this.ticking = false
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    try {
+      await this.pool.query('INSERT INTO tollgate_instances (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET seen_at = now()', [this.instanceId])
+    } catch (error) {
+      throw pgFailure(error)
+    }
+  }
+
+  private async checkSchema(sets: MigrationSet[]): Promise<void> {
+    const { rows } = await this.pool.query<{ module: string; version: number }>('SELECT module, max(version) AS version FROM tollgate_migrations GROUP BY module').catch((error) => {
+      throw new Error(`PostgreSQL schema "${this.schema}" has no tollgate tables; run \`tollgate migrate\``, { cause: error })
+    })
+    const at = new Map(rows.map((row) => [row.module, Number(row.version)]))
+    for (const set of sets) {
+      const version = at.get(set.module) ?? 0
+      if (version !== set.migrations.length) {
+        throw new Error(`PostgreSQL schema "${this.schema}" holds version ${version} of the ${set.module} tables; this tollgate needs ${set.migrations.length}. Run \`tollgate migrate\`.`)
+      }
+    }
+  }
+
+  private async pingPostgres(timeoutMs: number): Promise<string> {
+    let timer: NodeJS.Timeout | undefined
+    try {
+      return await Promise.race([
+        this.pool.query('SELECT 1').then(() => 'ok'),
+        new Promise<string>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs))),
+      ])
+    } catch (error) {
+      return (error as Error).message || (error as { code?: string }).code || 'unreachable'
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** Runs `task` every `ms` without keeping the process alive; failures go to onBackgroundError. */
+  private every(ms: number, task: () => Promise<unknown>): void {
+    const timer = setInterval(() => {
+      task().catch((error) => this.onBackgroundError(error))
+    }, ms)
+    timer.unref()
+    this.timers.push(timer)
+  }
+}
+
+/** The promise `run` returns, or a rejected one when it throws before returning it (bad input). */
+function rejectOnThrow<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return run()
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * PostgreSQL access of the shared engine: a `pg` pool bound to one schema, the mapping of
+ * "cannot reach the database" errors to 503 `store_unavailable`, and the group commit.
+ *
+ * Group commit ({@link PgBatcher}): writes queued during one event-loop turn are sent together at the
+ * next check phase (setImmediate) as ONE call of `tollgate_apply`, one transaction and one round
+ * trip. One batch is in flight at a time: what is queued meanwhile leaves as the next batch as soon
+ * as it returns, so the batch grows with the load instead of the number of round trips. Every op's
+ * promise settles after its batch's COMMIT returned. A batch that fails (connection lost, server
+ * down) rejects all its ops with `store_unavailable`; nothing is retried here, because an op whose
+ * COMMIT may or may not have happened must be resolved by the caller (the credit ledger re-sends
+ * releases, which are idempotent).
+ */
+import pg from 'pg'
+import { errors, GatewayError } from '../../errors.ts'
+import { quoteIdent } from './migrations.ts'
+
+// numeric and bigint columns come back as JS numbers (credits and counters stay far below 2^53).
+// Set on this pool only: pg's global parsers are shared with any other module that uses pg.
+const NUMBER_TYPES = new Set<number>([pg.types.builtins.NUMERIC, pg.types.builtins.INT8])
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (NUMBER_TYPES.has(oid) && format !== 'binary') return (text: string) => Number(text)
+    return pg.types.getTypeParser(oid, format as 'text')
+  },
+}
+
+export interface PgPoolOptions {
+  url: string
+  schema: string
+  /** Most connections (default 10). */
+  max?: number
+  /** Failures of idle connections, which the pool replaces on its own. */
+  onError?: (error: Error) => void
+}
+
+/** Opens a pool whose connections use `schema` as their search path. */
+export function openPgPool(options: PgPoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.max ?? 10,
+    options: `-c search_path=${quoteIdent(options.schema)}`,
+    // An unreachable server must turn into a 503 quickly, not hold requests.
+    connectionTimeoutMillis: 3000,
+    query_timeout: 15_000,
+    idleTimeoutMillis: 30_000,
+    application_name: 'tollgate',
+    types: types as pg.CustomTypesConfig,
+  })
+  pool.on('error', (error) => options.onError?.(error))
+  return pool
+}
+
+/**
+ * SQLSTATE classes that mean "the database is not serving us right now": connection exceptions
+ * (08), insufficient resources (53), operator intervention such as a shutdown (57), and a
+ * transaction aborted by a conflict (40). Anything without a SQLSTATE (refused, reset, timeout) too.
+ */
+const UNAVAILABLE_CLASSES = new Set(['08', '53', '57', '40'])
+
+/** Whether an error of `pg` means the database cannot be reached (as opposed to a bad statement). */
+export function isUnreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true
+  return UNAVAILABLE_CLASSES.has(code.slice(0, 2))
+}
+
+/** The error a caller sees: 503 `store_unavailable` when PostgreSQL is unreachable, else the error itself. */
+export function pgFailure(error: unknown): Error {
+  if (error instanceof GatewayError) return error
+  if (isUnreachable(error)) return errors.storeUnavailable('the credit store (PostgreSQL) cannot be reached; retry shortly', { cause: error })
+  return error as Error
+}
+
+/** One write of a batch, as `tollgate_apply` reads it. */
+export type ApplyOp = Record<string, string | number> & { o: string }
+
+interface Queued {
+  op: ApplyOp
+  resolve(result: unknown): void
+  reject(error: unknown): void
+}
+
+/** Batch and transaction counters since open. */
+export interface PgBatchStats {
+  batches: number
+  ops: number
+}
+
+/** Most writes sent in one batch. */
+export const MAX_BATCH_OPS = 1000
+
+/** Group commit over `tollgate_apply` (see the top of this file). */
+export class PgBatcher {
+  private queue: Queued[] = []
+  private scheduled = false
+  private inFlight: Promise<void> | undefined
+  private readonly counters: PgBatchStats = { batches: 0, ops: 0 }
+  private closed = false
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly owner: string,
+  ) {}
+
+  /** Queues `op`; resolves with its result once its batch has committed. */
+  enqueue<T>(op: ApplyOp): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('the store is closed'))
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ op, resolve: resolve as (result: unknown) => void, reject })
+      this.schedule()
+    })
+  }
+
+  /** Resolves once everything queued before the call has been applied (or has failed). */
+  async idle(): Promise<void> {
+    while (this.inFlight !== undefined || this.queue.length > 0) {
+      if (this.inFlight === undefined) this.flush()
+      await this.inFlight?.catch(() => {})
+    }
+  }
+
+  stats(): PgBatchStats {
+    return { ...this.counters }
+  }
+
+  /** Applies what is queued, then refuses new writes. */
+  async close(): Promise<void> {
+    await this.idle()
+    this.closed = true
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight !== undefined) return
+    this.scheduled = true
+    setImmediate(() => {
+      this.scheduled = false
+      this.flush()
+    })
+  }
+
+  private flush(): void {
+    if (this.inFlight !== undefined || this.queue.length === 0) return
+    const batch = this.queue.length <= MAX_BATCH_OPS ? this.queue : this.queue.slice(0, MAX_BATCH_OPS)
+    this.queue = this.queue.length <= MAX_BATCH_OPS ? [] : this.queue.slice(MAX_BATCH_OPS)
+    this.inFlight = this.run(batch).finally(() => {
+      this.inFlight = undefined
+      if (this.queue.length > 0) this.schedule()
+    })
+  }
+
+  private async run(batch: Queued[]): Promise<void> {
+    let results: unknown[]
+    try {
+      const { rows } = await this.pool.query<{ r: unknown[] }>('SELECT tollgate_apply($1::jsonb, $2) AS r', [JSON.stringify(batch.map((q) => q.op)), this.owner])
+      results = rows[0]!.r
+      this.counters.batches++
+      this.counters.ops += batch.length
+    } catch (error) {
+      const failure = pgFailure(error)
+      for (const queued of batch) queued.reject(failure)
+      return
+    }
+    for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i])
+  }
+}

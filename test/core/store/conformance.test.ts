@@ -1,0 +1,238 @@
+/**
+ * One store conformance suite, two engines: every case runs against the embedded SQLite engine (temp
+ * dir) and against the shared engine (real PostgreSQL + Redis, fresh schema and key prefix). Without
+ * the servers the shared half is skipped with the reason (failed under CI).
+ */
+import t from 'tap'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { openSqliteStore } from '../../../core/store/sqlite.ts'
+import { openSharedStore } from '../../../core/store/shared/index.ts'
+import type { CreditReservation, Store } from '../../../core/store/types.ts'
+import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
+
+interface Teardowns {
+  teardown(fn: () => unknown): void
+}
+
+interface Engine {
+  name: string
+  /** Opens a store; a second call in the same test opens another instance on the same state. */
+  opener(t: Teardowns): (clock?: () => number) => Promise<Store>
+  available(t: Parameters<typeof needServers>[0]): Promise<boolean>
+  /** Whether two stores can be open on the same state at once. */
+  shared: boolean
+}
+
+const engines: Engine[] = [
+  {
+    name: 'sqlite',
+    shared: false,
+    available: async () => true,
+    opener(t) {
+      const dir = mkdtempSync(join(tmpdir(), 'tollgate-conformance-'))
+      t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+      return async (clock) => {
+        const store = openSqliteStore({ dataDir: dir, clock })
+        t.teardown(() => store.close())
+        return store
+      }
+    },
+  },
+  {
+    name: 'shared',
+    shared: true,
+    available: (t) => needServers(t),
+    opener(t) {
+      const schema = freshSchema(t)
+      const keyPrefix = freshPrefix(t)
+      return async (clock) => {
+        const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, clock, poolSize: 4 })
+        t.teardown(() => store.close())
+        return store
+      }
+    },
+  },
+]
+
+let sequence = 0
+function reservation(fields: Partial<CreditReservation> = {}): CreditReservation {
+  return { id: `r${++sequence}-${randomBytes(3).toString('hex')}`, projectId: 'demo', period: '2026-11', allocation: 100, amount: 1, apiType: 'MIRROR', ...fields }
+}
+
+for (const engine of engines) {
+  t.test(engine.name, async (t) => {
+    if (!(await engine.available(t))) return
+
+    t.test('no overspend: 1,000 concurrent reservations against 100 credits', async (t) => {
+      const store = await engine.opener(t)()
+      const results = await Promise.all(Array.from({ length: 1000 }, () => store.reserveCredits(reservation({ projectId: 'p-over' }))))
+      t.equal(results.filter((r) => r.ok).length, 100)
+      const balance = await store.balance('p-over', '2026-11', 100)
+      t.same(balance, { projectId: 'p-over', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
+    })
+
+    t.test('lifecycle: reserve, commit, release, partial refund, close', async (t) => {
+      const store = await engine.opener(t)()
+      const a = reservation({ projectId: 'life', amount: 10 })
+      const b = reservation({ projectId: 'life', amount: 20 })
+      const c = reservation({ projectId: 'life', amount: 30 })
+      t.ok((await store.reserveCredits(a)).ok)
+      const second = await store.reserveCredits(b)
+      t.ok(second.ok)
+      t.equal(second.balance.used, 30, 'the balance returned counts pending reservations')
+      t.ok((await store.reserveCredits(c)).ok)
+      await store.commitCredits(a.id)
+      await store.commitCredits(a.id) // idempotent
+      await store.releaseCredits(b.id)
+      await store.releaseCredits(b.id) // idempotent
+      t.equal((await store.balance('life', '2026-11', 100)).used, 40, 'committed 10 + pending 30')
+      await store.refundPart(c.id, 5)
+      await store.commitCredits(c.id)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 35, 'a partial refund of a pending reservation lowers its charge')
+      await store.refundPart(a.id, 4)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 31, 'a partial refund of a committed charge is given back')
+      await store.refundPart(a.id, 100)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 25, 'a refund never gives back more than was charged')
+      await store.releaseCredits(c.id)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 0, 'releasing a committed charge refunds it')
+      await store.commitCredits(c.id)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 0, 'a released reservation cannot be committed')
+
+      const d = reservation({ projectId: 'life', amount: 7 })
+      t.ok((await store.reserveCredits(d)).ok)
+      await store.closeCredits(d.id)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 0, 'closing a pending reservation releases it')
+      const e = reservation({ projectId: 'life', amount: 9 })
+      t.ok((await store.reserveCredits(e)).ok)
+      await store.commitCredits(e.id)
+      await store.closeCredits(e.id)
+      t.equal((await store.balance('life', '2026-11', 100)).used, 9, 'closing a committed one keeps the charge')
+      await store.commitCredits('never-reserved')
+      await store.releaseCredits('never-reserved')
+      t.pass('settling an unknown reservation is a no-op')
+    })
+
+    t.test('a reservation id in use is refused; bad amounts are refused', async (t) => {
+      const store = await engine.opener(t)()
+      const r = reservation({ projectId: 'dup' })
+      t.ok((await store.reserveCredits(r)).ok)
+      await t.rejects(store.reserveCredits(r), { code: 'reservation_exists' })
+      await t.rejects(store.reserveCredits(reservation({ amount: -1 })), RangeError)
+      await t.rejects(store.reserveCredits(reservation({ amount: Number.NaN })), RangeError)
+      await t.rejects(store.refundPart(r.id, -2), RangeError)
+    })
+
+    t.test('the allocation comes from each call; periods are separate balances', async (t) => {
+      const store = await engine.opener(t)()
+      t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 5, amount: 5 }))).ok)
+      const denied = await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 5, amount: 1 }))
+      t.notOk(denied.ok)
+      t.same(denied.balance, { projectId: 'alloc', period: '2026-11', allocation: 5, used: 5, remaining: 0 })
+      t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 6, amount: 1 }))).ok, 'a raised allocation applies at once')
+      t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', period: '2026-12', allocation: 5, amount: 5 }))).ok, 'a new period starts empty')
+      t.notOk((await store.reserveCredits(reservation({ projectId: 'alloc', period: '2027-01', allocation: 5, amount: 6 }))).ok, 'more than the allocation never passes')
+    })
+
+    t.test('usage aggregates per project, apiType and UTC hour; day sums UTC days', async (t) => {
+      const store = await engine.opener(t)()
+      const at = Date.UTC(2026, 10, 21, 9, 30)
+      await store.recordUsage({ projectId: 'u', apiType: 'MIRROR', at, requests: 1, credits: 2, errors: 0 })
+      await store.recordUsage({ projectId: 'u', apiType: 'MIRROR', at: at + 60_000, requests: 1, credits: 3, errors: 1 })
+      await store.recordUsage({ projectId: 'u', apiType: 'PRIVNET_RPC', at, requests: 4, credits: 4, errors: 0 })
+      await store.recordUsage({ projectId: 'u', apiType: 'MIRROR', at: at + 3_600_000, requests: 1, credits: 1, errors: 0 })
+      await store.recordUsage({ projectId: 'other', apiType: 'MIRROR', at, requests: 9, credits: 9, errors: 9 })
+      const hours = await store.queryUsage('u', Date.UTC(2026, 10, 21), Date.UTC(2026, 10, 22), 'hour')
+      t.same(hours, [
+        { bucket: '2026-11-21T09:00:00.000Z', apiType: 'MIRROR', requests: 2, credits: 5, errors: 1 },
+        { bucket: '2026-11-21T09:00:00.000Z', apiType: 'PRIVNET_RPC', requests: 4, credits: 4, errors: 0 },
+        { bucket: '2026-11-21T10:00:00.000Z', apiType: 'MIRROR', requests: 1, credits: 1, errors: 0 },
+      ])
+      const days = await store.queryUsage('u', Date.UTC(2026, 10, 21, 12), Date.UTC(2026, 10, 21, 13), 'day')
+      t.same(days, [
+        { bucket: '2026-11-21T00:00:00.000Z', apiType: 'MIRROR', requests: 3, credits: 6, errors: 1 },
+        { bucket: '2026-11-21T00:00:00.000Z', apiType: 'PRIVNET_RPC', requests: 4, credits: 4, errors: 0 },
+      ])
+      await t.rejects(store.recordUsage({ projectId: 'u', apiType: 'MIRROR', at: Number.NaN, requests: 1, credits: 0, errors: 0 }), RangeError)
+    })
+
+    t.test('documents: atomic insertIfAbsent, update, listByOwner oldest first, delete', async (t) => {
+      let now = 1_000
+      const store = await engine.opener(t)(() => now)
+      const docs = store.documents('settlements')
+      const racing = await Promise.all(Array.from({ length: 20 }, (_, i) => docs.insertIfAbsent('tx-1', 'payer-a', { n: i })))
+      t.equal(racing.filter((r) => r.created).length, 1, 'exactly one of 20 concurrent inserts creates the document')
+      const winner = racing.find((r) => r.created)!.stored
+      for (const r of racing) t.same(r.stored, winner, 'every caller sees the stored document')
+      now = 2_000
+      await docs.insertIfAbsent('tx-2', 'payer-a', { n: 'second' })
+      await docs.insertIfAbsent('tx-3', 'payer-b', { n: 'other' })
+      t.equal(await docs.update('tx-2', { n: 'changed' }), true)
+      t.equal(await docs.update('missing', { n: 1 }), false)
+      const got = await docs.get<{ n: string }>('tx-2')
+      t.same(got, { key: 'tx-2', owner: 'payer-a', doc: { n: 'changed' }, createdAt: 2_000, updatedAt: 2_000 })
+      t.same((await docs.listByOwner('payer-a')).map((d) => d.key), ['tx-1', 'tx-2'])
+      t.same((await docs.listByOwner('payer-a', 1)).map((d) => d.key), ['tx-1'])
+      t.equal(await docs.get('nope'), undefined)
+      t.equal(await store.documents('other-collection').get('tx-1'), undefined, 'collections are separate')
+      t.equal(await docs.delete('tx-1'), true)
+      t.equal(await docs.delete('tx-1'), false)
+      t.same((await docs.listByOwner('payer-a')).map((d) => d.key), ['tx-2'])
+      await t.rejects(docs.insertIfAbsent('bad', 'x', undefined), TypeError)
+      await t.rejects(docs.listByOwner('payer-a', -1), RangeError)
+    })
+
+    t.test('token buckets: the burst passes, the next is refused with a retry time', async (t) => {
+      const store = await engine.opener(t)()
+      const key = `bucket-${randomBytes(3).toString('hex')}`
+      const decisions = []
+      for (let i = 0; i < 4; i++) decisions.push(await store.takeToken(key, 3, 0.01))
+      t.same(decisions.map((d) => d.allowed), [true, true, true, false])
+      t.same(decisions.map((d) => d.remaining), [2, 1, 0, 0])
+      t.equal(decisions[3]!.limit, 3)
+      t.ok(decisions[3]!.retryAfterSeconds >= 99, `retry after about 100 s at 0.01/s (got ${decisions[3]!.retryAfterSeconds})`)
+      t.ok(decisions[3]!.resetSeconds >= 299, 'reset is the time to a full bucket')
+      t.ok((await store.takeToken(`${key}-other`, 3, 0.01)).allowed, 'buckets are per key')
+      t.notOk((await store.takeToken(`${key}-big`, 3, 1, 4)).allowed, 'a cost above the capacity never passes')
+      await t.rejects(store.takeToken(key, 0, 1), RangeError)
+    })
+
+    t.test('health reports the store as usable', async (t) => {
+      const store = await engine.opener(t)()
+      const health = await store.health()
+      t.equal(health.ok, true)
+      t.ok(Object.values(health.components).every((state) => state === 'ok'), JSON.stringify(health.components))
+    })
+
+    if (engine.shared) {
+      t.test('two instances share one balance, one usage log, one set of documents and buckets', async (t) => {
+        const open = engine.opener(t)
+        const [a, b] = await Promise.all([open(), open()])
+        const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => (i % 2 ? a : b).reserveCredits(reservation({ projectId: 'two' }))))
+        t.equal(results.filter((r) => r.ok).length, 100, 'exactly 100 of 1,000 across both instances')
+        t.equal((await b.balance('two', '2026-11', 100)).used, 100)
+        const key = `shared-${randomBytes(3).toString('hex')}`
+        t.ok((await a.takeToken(key, 1, 0.01)).allowed)
+        t.notOk((await b.takeToken(key, 1, 0.01)).allowed, 'a bucket drained on one instance is drained on the other')
+        await a.documents('d').insertIfAbsent('k', 'o', { from: 'a' })
+        t.same((await b.documents('d').get('k'))?.doc, { from: 'a' })
+        await a.recordUsage({ projectId: 'two', apiType: 'MIRROR', at: Date.UTC(2026, 10, 1), requests: 1, credits: 1, errors: 0 })
+        await b.recordUsage({ projectId: 'two', apiType: 'MIRROR', at: Date.UTC(2026, 10, 1), requests: 2, credits: 2, errors: 0 })
+        await a.queryUsage('two', 0, Date.UTC(2027, 0, 1), 'day')
+        const rows = await b.queryUsage('two', 0, Date.UTC(2027, 0, 1), 'day')
+        t.same(rows, [{ bucket: '2026-11-01T00:00:00.000Z', apiType: 'MIRROR', requests: 3, credits: 3, errors: 0 }])
+      })
+
+      t.test('group commit: the writes of one turn share one round trip', async (t) => {
+        const store = (await engine.opener(t)()) as Awaited<ReturnType<typeof openSharedStore>>
+        const before = store.writeStats()
+        await Promise.all(Array.from({ length: 200 }, () => store.reserveCredits(reservation({ projectId: 'gc', allocation: 1000 }))))
+        const after = store.writeStats()
+        t.equal(after.ops - before.ops, 200)
+        t.equal(after.batches - before.batches, 1, '200 reservations issued in one turn: one transaction')
+      })
+    }
+  })
+}

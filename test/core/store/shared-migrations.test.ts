@@ -1,0 +1,68 @@
+/**
+ * Versioned migrations of the shared engine against a real PostgreSQL (fresh schema per test):
+ * applied once at open and by `tollgate migrate`, other modules' sets applied beside the core one,
+ * and a schema newer than the code refused with a message that says so.
+ */
+import t from 'tap'
+import { spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { coreMigrations, migrateSharedStore, openSharedStore } from '../../../core/store/shared/index.ts'
+import { BIN } from '../../helpers/gateway-process.ts'
+import { tempDir } from '../../helpers/temp.ts'
+import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL, sql } from '../../helpers/shared-servers.ts'
+
+t.test('shared engine migrations', async (t) => {
+  if (!(await needServers(t))) return
+
+  t.test('applied at open, once; a module contributes its own set', async (t) => {
+    const schema = freshSchema(t)
+    const keyPrefix = freshPrefix(t)
+    const extra = { module: 'settings-test', migrations: [{ version: 1, name: 'a table', sql: 'CREATE TABLE extra_things (id int PRIMARY KEY)' }] }
+    const first = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, migrations: [extra] })
+    await first.close()
+    const second = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, migrations: [extra] })
+    await second.close()
+    const rows = await sql<{ module: string; version: number }>(schema, 'SELECT module, version FROM tollgate_migrations ORDER BY module, version')
+    t.same(rows, [
+      { module: 'core', version: 1 },
+      { module: 'settings-test', version: 1 },
+    ], 'each migration recorded once')
+    t.same(await sql(schema, 'SELECT count(*)::int AS n FROM extra_things'), [{ n: 0 }], "the module's table exists")
+    const report = await migrateSharedStore({ postgres: PG_URL, schema, migrations: [extra] })
+    t.same(report.applied, [], 'nothing left to apply')
+  })
+
+  t.test('a schema newer than the code is refused, untouched', async (t) => {
+    const schema = freshSchema(t)
+    await migrateSharedStore({ postgres: PG_URL, schema })
+    await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', $1, 'from the future')", [coreMigrations.migrations.length + 1])
+    const opening = openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix: freshPrefix(t) })
+    await t.rejects(opening, { name: 'Error', code: 'schema_too_new' })
+    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 2 of the core tables, but this tollgate knows only up to version 1/)
+  })
+
+  t.test('migrations of a set must be numbered 1, 2, 3...', async (t) => {
+    const schema = freshSchema(t)
+    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema, migrations: [{ module: 'bad', migrations: [{ version: 2, name: 'x', sql: 'SELECT 1' }] }] }), /numbered 1, 2, 3/)
+  })
+
+  t.test('`tollgate migrate -c FILE` applies them and reports; a newer schema exits 1', async (t) => {
+    const schema = freshSchema(t)
+    const dir = tempDir('tollgate-migrate-')
+    const file = join(dir, 'gateway.yaml')
+    writeFileSync(file, `version: 1\nstore: { engine: shared, postgres: '\${DATABASE_URL}', redis: '\${REDIS_URL}', schema: ${schema} }\nroutes: []\n`)
+    const env = { ...process.env, DATABASE_URL: PG_URL, REDIS_URL }
+    const run = () => spawnSync(process.execPath, [BIN, 'migrate', '-c', file], { env, encoding: 'utf8' })
+    const first = run()
+    t.equal(first.status, 0, first.stderr)
+    t.match(first.stdout, /applied core 1: credits, usage, documents, instances/)
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 1\\); 1 migration\\(s\\) applied`))
+    await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
+    const refused = run()
+    t.equal(refused.status, 1)
+    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 1/)
+    const missing = spawnSync(process.execPath, [BIN, 'migrate', '-c', file], { env: { ...process.env, DATABASE_URL: '', REDIS_URL: '' }, encoding: 'utf8' })
+    t.equal(missing.status, 1, 'a config without the URLs is refused by the schema')
+  })
+})
