@@ -72,7 +72,7 @@ export async function openPaidNetworks(config: PaywallConfig, init: PluginInit):
   if (config.scheme === 'upto' && config.pricePerCredit === undefined) throw new Error('scheme upto needs pricePerCredit')
   const seen = new Set<string>()
   for (const entry of config.networks) {
-    const caip2 = svmNetworkNamed(entry.network)?.caip2 ?? networkOffer(config, entry).caip2
+    const caip2 = svmNetworkNamed(entry.network)?.caip2 ?? `eip155:${chainIdOfNetwork(entry.network) ?? entry.network}`
     if (seen.has(caip2)) throw new Error(`network ${entry.network} is listed twice`)
     seen.add(caip2)
   }
