@@ -182,6 +182,10 @@ export class Gateway {
       (req, res) => handleRequest(this.#deps, this.#table, req, res),
     )
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
+    // A client that half-closes after sending (FIN once its requests are out, as `nc -q` or a
+    // pipelining client does) still reads: answer every request it sent, then close. Node's default
+    // aborts those requests at the FIN, after their work was done and charged.
+    this.#server.httpAllowHalfOpen = true
     this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return socket.destroy()
       // Rejected by the HTTP parser, before any route: answered in the default format, then closed.
@@ -198,7 +202,10 @@ export class Gateway {
       // (and charged), so cutting them off would charge for answers the client never receives.
       whenAnswersDone(socket as Socket, () => {
         if (!socket.writable) return socket.destroy()
-        socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+        // Closed once the refusal is out, not left half-open: a request the bad bytes interrupted
+        // then sees its connection close at once, so its reservation is released (in `done`)
+        // instead of waiting for a body that can never arrive.
+        socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
       })
     })
     this.#admin = createAdminServer({

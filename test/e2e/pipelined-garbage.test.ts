@@ -10,11 +10,12 @@ import { connect } from 'node:net'
 import { Pool } from 'undici'
 import { hashCredential } from '../../core/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
+import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 
 const KEY = 'pipe-key-0123456789abcdef'
 const ADMIN_TOKEN = 'pipe-admin-token-0123456789'
 
-const config = `version: 1
+const config = (upstreamUrl: string) => `version: 1
 server: { listen: { host: 127.0.0.1, port: 0 } }
 admin: { listen: { host: 127.0.0.1, port: 0 }, tokenHash: ${hashCredential(ADMIN_TOKEN)} }
 store: { dataDir: '{{DIR}}/data' }
@@ -22,7 +23,7 @@ log: { level: info }
 watch: false
 projects:
   - id: piper
-    scopes: [events]
+    scopes: [events, rpc]
     credits: { allocation: 100, period: month }
     keys:
       - { label: default, hash: ${hashCredential(KEY)} }
@@ -36,14 +37,26 @@ routes:
     plugins:
       - { name: key-in-path-auth, config: { param: apiKey, scope: events } }
       - { name: credit-meter, config: { apiType: EVENTS, cost: 1 } }
+  - name: proxied
+    path: /rpc/:apiKey/*rest
+    rewrite: /*rest
+    upstream: echo
+    plugins:
+      - { name: key-in-path-auth, config: { param: apiKey, scope: rpc } }
+      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
+upstreams:
+  echo: { url: '${upstreamUrl}' }
 `
 
 let gw: GatewayProcess
+let up: TestUpstream
 t.before(async () => {
-  gw = await startGatewayProcess(config)
+  up = await startTestUpstream()
+  gw = await startGatewayProcess(config(up.url))
 })
 t.teardown(async () => {
   await gw?.stop('SIGKILL')
+  await up?.close()
 })
 
 async function used(): Promise<number> {
@@ -57,13 +70,14 @@ async function used(): Promise<number> {
 }
 
 /** Writes `bytes` in one segment and reads until the gateway closes the connection. */
-function exchange(bytes: string): Promise<string> {
+function exchange(bytes: string, options: { halfClose?: boolean } = {}): Promise<string> {
   const { port } = new URL(gw.url)
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), '127.0.0.1')
     let text = ''
     socket.setTimeout(10000, () => socket.destroy(new Error(`no close within 10 s; read so far:\n${text}`)))
-    socket.on('connect', () => socket.write(bytes))
+    // halfClose: FIN right after the bytes, still reading (as `nc -q` or a pipelining client does).
+    socket.on('connect', () => (options.halfClose ? socket.end(bytes) : socket.write(bytes)))
     socket.on('data', (chunk) => (text += chunk.toString('latin1')))
     socket.on('error', reject)
     socket.on('close', () => resolve(text))
@@ -101,6 +115,16 @@ t.test('a request the bad bytes interrupt is not waited for: 400 at once, nothin
   const heads = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]))
   t.same(heads, [200, 400], 'the whole request is answered, the broken one is refused')
   t.equal(await used(), before + 1, 'only the answered request is charged')
+})
+
+t.test('a client that half-closes after its pipelined requests gets every answer, and pays for those only', async (t) => {
+  const before = await used()
+  // Upstream answers that take a while, so the FIN is read before they are ready.
+  const slow = `GET /rpc/${KEY}/slow-headers?ms=50 HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`
+  const text = await exchange(createRequest('0.0.7301') + slow + slow, { halfClose: true })
+  const heads = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]))
+  t.same(heads, [200, 200, 200], 'every request is answered after the FIN')
+  t.equal(await used(), before + 3, 'three credits, for the three answers the client received')
 })
 
 t.test('garbage alone is still refused at once', async (t) => {

@@ -13,7 +13,7 @@ import { buildProvePayload } from '../../examples/upstreams/tagged.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { ADMIN_TOKEN, CREDENTIALS, KEY, SECRET, startUpstreams, suiteConfig, suiteEnv } from './harness/environment.ts'
 import { call, inBatches, type Outcome } from './harness/client.ts'
-import { creditsUsed } from './harness/admin.ts'
+import { creditsUsed, settledCreditsUsed } from './harness/admin.ts'
 import { rawExchange } from './harness/raw-http.ts'
 import { FILE_TIMEOUT_MS, scale, START_TIMEOUT_MS } from './harness/scale.ts'
 
@@ -237,7 +237,7 @@ t.test('fuzzing every route family: no crash, no self-made 5xx, no hang, no char
       // answers the sentinel or closes. The deadline is past the gateway's own headers timeout (10 s).
       const exchange = await rawExchange(gw.url, parts, { gapMs, deadlineMs: FRAMING_DEADLINE_MS, end: halfClose })
       sent++
-      const delta = (await creditsUsed(gw.adminUrl, lane.id)) - before
+      const delta = (await settledCreditsUsed(gw.adminUrl, lane.id)) - before
       const served = exchange.responses.filter((r) => r.status >= 200 && r.status < 300 && r.complete).length
       framingAnswers += exchange.responses.length
       const what = `${halfClose ? 'half-closed' : 'open'} ${JSON.stringify(pieces.map((p) => p.slice(0, 70)))} cut at ${points}`

@@ -10,6 +10,24 @@ export async function creditsUsed(adminUrl: string, project = PROJECT): Promise<
   return body.balance.used
 }
 
+/**
+ * Credits used once the project's ledger is still: a request the gateway abandoned when it closed
+ * the connection releases its pending reservation a moment after the client saw the close, so a
+ * single read right after the exchange can count a reservation that is on its way back. Two equal
+ * reads 100 ms apart (at most `timeoutMs`) are the settled figure; a reservation that stays pending
+ * keeps counting, so a real leak is still caught.
+ */
+export async function settledCreditsUsed(adminUrl: string, project = PROJECT, timeoutMs = 3000): Promise<number> {
+  const deadline = Date.now() + timeoutMs
+  let last = await creditsUsed(adminUrl, project)
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 100))
+    const now = await creditsUsed(adminUrl, project)
+    if (now === last || Date.now() > deadline) return now
+    last = now
+  }
+}
+
 /** One sample value of /metrics, e.g. `metric(url, 'tollgate_config_reloads_total', { result: 'success' })`. */
 export async function metric(adminUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
   const res = await request(`${adminUrl}/metrics`)
