@@ -182,11 +182,6 @@ export class Gateway {
       (req, res) => handleRequest(this.#deps, this.#table, req, res),
     )
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
-    // A client that half-closes after sending (FIN once its requests are out, as `nc -q` or a
-    // pipelining client does) still reads: answer every request it sent, then close. Node's default
-    // aborts those requests at the FIN, after their work was done and charged. The property is
-    // node:http's own (lib/_http_server.js, read in socketOnEnd) but absent from its typings.
-    ;(this.#server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true
     this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return socket.destroy()
       // Rejected by the HTTP parser, before any route: answered in the default format, then closed.

@@ -26,8 +26,9 @@ t.test('shared engine migrations', async (t) => {
     const rows = await sql<{ module: string; version: number }>(schema, 'SELECT module, version FROM tollgate_migrations ORDER BY module, version')
     t.same(rows, [
       { module: 'core', version: 1 },
+      { module: 'settings', version: 1 },
       { module: 'settings-test', version: 1 },
-    ], 'each migration recorded once')
+    ], 'each migration recorded once (the run-time settings tables are a module of their own)')
     t.same(await sql(schema, 'SELECT count(*)::int AS n FROM extra_things'), [{ n: 0 }], "the module's table exists")
     const report = await migrateSharedStore({ postgres: PG_URL, schema, migrations: [extra] })
     t.same(report.applied, [], 'nothing left to apply')
@@ -57,7 +58,8 @@ t.test('shared engine migrations', async (t) => {
     const first = run()
     t.equal(first.status, 0, first.stderr)
     t.match(first.stdout, /applied core 1: credits, usage, documents, instances/)
-    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 1\\); 1 migration\\(s\\) applied`))
+    t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 1, settings 1\\); 2 migration\\(s\\) applied`))
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
     const refused = run()
     t.equal(refused.status, 1)
