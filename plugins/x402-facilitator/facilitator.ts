@@ -28,6 +28,8 @@ export interface Facilitator {
   supported(signal?: AbortSignal): Promise<FacilitatorAnswer<unknown>>
   /** Whether the chain (or the upstream facilitator) answers right now. */
   health(signal?: AbortSignal): Promise<{ ok: boolean; message?: string }>
+  /** Lets go of connections of its own (called when the config that built it is replaced). */
+  close?(): Promise<void>
 }
 
 /**

@@ -74,6 +74,9 @@ const x402Facilitator: PluginDefinition<FacilitatorConfig> = {
         if (!facilitator) throw networkNotConfigured(target.label)
         await serve(ctx, target, facilitator)
       },
+      async close() {
+        await Promise.allSettled([...served.values()].map((facilitator) => facilitator.close?.()))
+      },
     }
   },
 }

@@ -98,6 +98,9 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
     }
 
     return {
+      async close() {
+        await Promise.allSettled(networks.map((network) => network.facilitator.close?.()))
+      },
       async request(ctx) {
         // Payment credentials: redacted, and never sent upstream.
         ctx.secretHeaders.add('payment-signature')

@@ -51,6 +51,7 @@ export class SvmFacilitator implements Facilitator {
   #readiness: Readiness = { state: 'unreachable', problem: 'not checked yet' }
   #checkedAt = 0
   #checking?: Promise<void>
+  #closing?: Promise<void>
 
   private constructor(label: string, network: SvmNetwork, signers: SvmSigner[], settings: SvmNetworkSettings, records: SettlementRecords, log: Logger) {
     this.label = label
@@ -158,6 +159,12 @@ export class SvmFacilitator implements Facilitator {
 
   async supported(): Promise<FacilitatorAnswer<unknown>> {
     return { status: 200, body: svmSupportedKinds(this.context.network, [...this.context.signers.keys()]) }
+  }
+
+  /** Closes the RPC connections, once: a reload builds a new facilitator beside this one. */
+  close(): Promise<void> {
+    this.#closing ??= this.context.rpc.close()
+    return this.#closing
   }
 
   async health(): Promise<{ ok: boolean; message?: string }> {

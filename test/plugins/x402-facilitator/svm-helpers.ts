@@ -64,6 +64,7 @@ export async function startSvmFixture(overrides: Partial<SvmNetworkSettings> = {
     officialV2: new OfficialFacilitator(officialSigner), officialV1: new OfficialFacilitatorV1(officialSigner),
     clientV2: new OfficialClient(payer, { rpcUrl: local.rpcUrl }), clientV1: new OfficialClientV1(payer, { rpcUrl: local.rpcUrl }),
     async close() {
+      await facilitator.close()
       await store.close()
       await local.close()
       await rm(dataDir, { recursive: true, force: true })

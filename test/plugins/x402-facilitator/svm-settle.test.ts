@@ -100,3 +100,11 @@ t.test('settle refuses what verify refuses, before sending anything', async (t) 
   const malformed = await f.facilitator.settle({ x402Version: 2 })
   t.equal(malformed.status, 400)
 })
+
+t.test('close lets go of the RPC connections (a reload replaces the facilitator)', async (t) => {
+  const second = await startSvmFixture()
+  t.same(await second.facilitator.health(), { ok: true }, 'healthy while open')
+  await second.facilitator.close()
+  t.equal((await second.facilitator.health()).ok, false, 'a closed facilitator no longer reaches its RPC')
+  await second.close()
+})
