@@ -19,8 +19,6 @@
  * Usage: node --import tsx bench/x402-bench.ts [--seconds 5] [--rounds 3] [--concurrency 16] [--chain solana]
  * Everything it starts (the chain process, one gateway process) is stopped at the end.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { x402Facilitator } from '@x402/core/facilitator'
 import { toFacilitatorEvmSigner } from '@x402/evm'
 import { ExactEvmScheme as OfficialExactEvm } from '@x402/evm/exact/facilitator'
@@ -34,6 +32,7 @@ import { startRpcCounter } from '../test/helpers/rpc-counter.ts'
 import { sdkBodyV2, sdkSigner } from '../test/plugins/x402-facilitator/evm-helpers.ts'
 import { createEvmChainContext } from '../plugins/x402-facilitator/evm/context.ts'
 import { verifyExact } from '../plugins/x402-facilitator/evm/verify.ts'
+import { closedLoop, startWithKeys } from './lib/closed-loop.ts'
 
 const argv = process.argv.slice(2)
 const seconds = Math.min(60, Number(argValue(argv, 'seconds') ?? 5))
@@ -49,42 +48,8 @@ interface ChainInfo {
   accounts: Record<'facilitator' | 'payer' | 'payee', { address: `0x${string}`; privateKey: Hex }>
 }
 
-/** The local chain in its own process (examples/chain --with-keys prints what it deployed). */
-function startChainProcess(): Promise<{ child: ChildProcess; info: ChainInfo }> {
-  const script = fileURLToPath(new URL('../examples/chain/index.ts', import.meta.url))
-  const child = spawn(process.execPath, ['--import', 'tsx', script, '--port', '0', '--with-keys'], { stdio: ['ignore', 'pipe', 'inherit'] })
-  return new Promise((resolve, reject) => {
-    let text = ''
-    child.stdout!.on('data', (chunk: Buffer) => {
-      text += chunk.toString()
-      try {
-        resolve({ child, info: JSON.parse(text) })
-      } catch {
-        // not complete yet
-      }
-    })
-    child.once('exit', (code) => reject(new Error(`chain process exited (${code})`)))
-  })
-}
-
-/** Runs `task` from `concurrency` loops for `ms`; returns completed calls per second. */
-async function throughput(ms: number, task: (i: number) => Promise<boolean>): Promise<{ rps: number; failures: number; completed: number }> {
-  const deadline = performance.now() + ms
-  let done = 0
-  let failures = 0
-  let next = 0
-  const started = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < deadline) {
-      if (await task(next++)) done++
-      else failures++
-    }
-  }))
-  return { rps: done / ((performance.now() - started) / 1000), failures, completed: done + failures }
-}
-
 async function main(): Promise<void> {
-  const { child: chainProcess, info } = await startChainProcess()
+  const { child: chainProcess, info } = await startWithKeys<ChainInfo>('../../examples/chain/index.ts', 'chain')
   const counter = await startRpcCounter(info.rpcUrl)
   const rpcUrl = counter.url
   let gw: GatewayProcess | undefined
@@ -138,7 +103,7 @@ async function main(): Promise<void> {
     type Name = keyof typeof tasks
     const names = Object.keys(tasks) as Name[]
     // Warm-up: JIT, keep-alive sockets, the chain's caches.
-    for (const name of names) await throughput(1000, tasks[name])
+    for (const name of names) await closedLoop(1000, concurrency, tasks[name])
     const results: Record<Name, number[]> = { tollgate: [], official: [], ours: [] }
     const rpc: Record<Name, { calls: number; roundTrips: number; verifies: number }> = {
       tollgate: { calls: 0, roundTrips: 0, verifies: 0 }, official: { calls: 0, roundTrips: 0, verifies: 0 }, ours: { calls: 0, roundTrips: 0, verifies: 0 },
@@ -148,7 +113,7 @@ async function main(): Promise<void> {
       const order = round % 2 === 0 ? names : [...names].reverse()
       for (const name of order) {
         counter.reset()
-        const run = await throughput(seconds * 1000, tasks[name])
+        const run = await closedLoop(seconds * 1000, concurrency, tasks[name])
         const counts = counter.counts()
         results[name].push(run.rps)
         rpc[name].calls += counts.calls

@@ -12,7 +12,6 @@
  * Usage: node --import tsx bench/x402-bench.ts --chain solana [--seconds 5] [--rounds 3] [--concurrency 16]
  * (or this file directly). Everything it starts (the SVM process, one gateway process) is stopped at the end.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createKeyPairSignerFromBytes, getBase58Encoder } from '@solana/kit'
 import { SOLANA_TESTNET_CAIP2, toFacilitatorSvmSigner } from '@x402/svm'
@@ -22,6 +21,7 @@ import { Agent, request } from 'undici'
 import { argValue } from './lib/args.ts'
 import { startGatewayProcess, type GatewayProcess } from '../test/helpers/gateway-process.ts'
 import { x402Config } from '../test/helpers/x402.ts'
+import { closedLoop, startWithKeys } from './lib/closed-loop.ts'
 
 const argv = process.argv.slice(2)
 const seconds = Math.min(60, Number(argValue(argv, 'seconds') ?? 5))
@@ -35,40 +35,8 @@ interface SvmInfo {
   accounts: Record<'facilitator' | 'payer' | 'payee', { address: string; secretKey: string }>
 }
 
-function startSvmProcess(): Promise<{ child: ChildProcess; info: SvmInfo }> {
-  const script = fileURLToPath(new URL('../examples/svm/index.ts', import.meta.url))
-  const child = spawn(process.execPath, ['--import', 'tsx', script, '--port', '0', '--with-keys'], { stdio: ['ignore', 'pipe', 'inherit'] })
-  return new Promise((resolve, reject) => {
-    let text = ''
-    child.stdout!.on('data', (chunk: Buffer) => {
-      text += chunk.toString()
-      try {
-        resolve({ child, info: JSON.parse(text) })
-      } catch {
-        // not complete yet
-      }
-    })
-    child.once('exit', (code) => reject(new Error(`SVM process exited (${code})`)))
-  })
-}
-
-async function throughput(ms: number, task: (i: number) => Promise<boolean>): Promise<{ rps: number; failures: number }> {
-  const deadline = performance.now() + ms
-  let done = 0
-  let failures = 0
-  let next = 0
-  const started = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < deadline) {
-      if (await task(next++)) done++
-      else failures++
-    }
-  }))
-  return { rps: done / ((performance.now() - started) / 1000), failures }
-}
-
 export async function runSvmBench(): Promise<void> {
-  const { child, info } = await startSvmProcess()
+  const { child, info } = await startWithKeys<SvmInfo>('../../examples/svm/index.ts', 'SVM')
   let gw: GatewayProcess | undefined
   const agent = new Agent({ connections: concurrency })
   try {
@@ -111,12 +79,12 @@ export async function runSvmBench(): Promise<void> {
     const tasks = { tollgate: viaTollgate, official: inProcess }
     type Name = keyof typeof tasks
     const names = Object.keys(tasks) as Name[]
-    for (const name of names) await throughput(1000, tasks[name])
+    for (const name of names) await closedLoop(1000, concurrency, tasks[name])
     const results: Record<Name, number[]> = { tollgate: [], official: [] }
     let failures = 0
     for (let round = 0; round < rounds; round++) {
       for (const name of round % 2 === 0 ? names : [...names].reverse()) {
-        const run = await throughput(seconds * 1000, tasks[name])
+        const run = await closedLoop(seconds * 1000, concurrency, tasks[name])
         results[name].push(run.rps)
         failures += run.failures
       }
