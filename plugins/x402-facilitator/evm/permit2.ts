@@ -15,10 +15,11 @@
  * JSON-RPC batch; the code of the asset, Permit2 and the proxy is read until first seen.
  */
 import {
-  decodeErrorResult, encodeFunctionData, getAddress, hashTypedData, isErc6492Signature, parseAbi, parseErc6492Signature, size,
+  decodeErrorResult, encodeFunctionData, getAddress, hashTypedData, isErc6492Signature, parseErc6492Signature, size,
   type Address, type Hex,
 } from 'viem'
 import { eip3009Abi } from './abi.ts'
+import { permit2Address, exactPermit2ProxyAddress, uptoPermit2ProxyAddress, deadlineMarginSeconds, uint256Limit, permit2Abi, exactProxyAbi, uptoProxyAbi, allowanceAbi, simulationAbi, witnessTypes, type Permit2Kind } from './permit2-abi.ts'
 import { checkRequirements, type Failure, type RequirementsView } from './binding.ts'
 import type { SettlementCall } from './broadcast.ts'
 import type { EvmAssetInfo } from './chains.ts'
@@ -29,62 +30,6 @@ import { parsePermit2Request } from './schema.ts'
 import { splitSignature, verifyAuthorizationSignature } from './signature.ts'
 import type { Permit2Authorization, Permit2Request, VerifyResponse } from './types.ts'
 
-/** Canonical addresses, the same on every chain (Permit2; the x402 proxies are CREATE2 deployments). */
-export const permit2Address: Address = '0x000000000022D473030F116dDEE9F6B43aC78BA3'
-export const exactPermit2ProxyAddress: Address = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001'
-export const uptoPermit2ProxyAddress: Address = '0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002'
-
-/** Seconds the deadline must lie ahead of now (the reference's block-time buffer). */
-const deadlineMarginSeconds = 6n
-const uint256Limit = 2n ** 256n
-
-const permit2Abi = parseAbi([
-  'function nonceBitmap(address owner, uint256 wordPos) view returns (uint256)',
-  'error SignatureExpired(uint256 signatureDeadline)',
-  'error InvalidNonce()',
-  'error InvalidSignature()',
-  'error InvalidSignatureLength()',
-  'error InvalidSigner()',
-  'error InvalidContractSignature()',
-])
-const proxyErrors = [
-  'error InvalidAmount()', 'error InvalidDestination()', 'error InvalidOwner()', 'error PaymentTooEarly()',
-  'error AmountExceedsPermitted()', 'error UnauthorizedFacilitator()',
-] as const
-const permitStructs = [
-  'struct TokenPermissions { address token; uint256 amount; }',
-  'struct PermitTransferFrom { TokenPermissions permitted; uint256 nonce; uint256 deadline; }',
-] as const
-const exactProxyAbi = parseAbi([
-  ...permitStructs,
-  'struct Witness { address to; uint256 validAfter; }',
-  'function settle(PermitTransferFrom permit, address owner, Witness witness, bytes signature)',
-  ...proxyErrors,
-])
-const uptoProxyAbi = parseAbi([
-  ...permitStructs,
-  'struct UptoWitness { address to; address facilitator; uint256 validAfter; }',
-  'function settle(PermitTransferFrom permit, uint256 amount, address owner, UptoWitness witness, bytes signature)',
-  ...proxyErrors,
-])
-const allowanceAbi = parseAbi(['function allowance(address owner, address spender) view returns (uint256)'])
-/** The simulation decodes reverts from the proxy and from Permit2 underneath it. */
-const simulationAbi = (kind: Permit2Kind) => [...(kind === 'exact' ? exactProxyAbi : uptoProxyAbi), ...permit2Abi.slice(1)]
-
-const tokenPermissions = [{ name: 'token', type: 'address' }, { name: 'amount', type: 'uint256' }] as const
-const permitFields = [
-  { name: 'permitted', type: 'TokenPermissions' }, { name: 'spender', type: 'address' },
-  { name: 'nonce', type: 'uint256' }, { name: 'deadline', type: 'uint256' }, { name: 'witness', type: 'Witness' },
-] as const
-const witnessTypes = {
-  exact: { PermitWitnessTransferFrom: permitFields, TokenPermissions: tokenPermissions, Witness: [{ name: 'to', type: 'address' }, { name: 'validAfter', type: 'uint256' }] },
-  upto: {
-    PermitWitnessTransferFrom: permitFields, TokenPermissions: tokenPermissions,
-    Witness: [{ name: 'to', type: 'address' }, { name: 'facilitator', type: 'address' }, { name: 'validAfter', type: 'uint256' }],
-  },
-} as const
-
-export type Permit2Kind = 'exact' | 'upto'
 
 /** The signed Permit2 fields as EIP-712 values. */
 interface TypedPermit {
