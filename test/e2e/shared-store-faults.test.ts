@@ -39,6 +39,13 @@ t.test('shared engine failures', async (t) => {
     let killedAt = 0
     const killer = (async () => {
       await new Promise((r) => setTimeout(r, 700))
+      // Kill while both instances hold pending reservations, so the reaper has something of the
+      // killed one's to release (a kill between two of its batches would leave nothing pending).
+      for (let i = 0; i < 100; i++) {
+        const owners = await sql<{ n: string }>(schema, "SELECT count(DISTINCT owner) AS n FROM credit_holds WHERE state = 'pending'")
+        if (Number(owners[0]!.n) >= 2) break
+        await new Promise((r) => setTimeout(r, 20))
+      }
       a.child.kill('SIGKILL')
       killedAt = Date.now()
     })()
