@@ -15,6 +15,8 @@
 import type { Worker } from 'node:cluster'
 import type {
   CreditBalance,
+  CreditGrant,
+  CreditLedger,
   CreditReservation,
   DocumentCollection,
   Granularity,
@@ -55,6 +57,8 @@ const STORE_OPS = new Set([
   'refundPart',
   'closeCredits',
   'balance',
+  'grantCredits',
+  'creditLedger',
   'recordUsage',
   'queryUsage',
   'takeToken',
@@ -181,6 +185,12 @@ export class PrimaryStore implements Store {
   }
   balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
     return this.#call('balance', [projectId, period, allocation])
+  }
+  grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+    return this.#call('grantCredits', [grant])
+  }
+  creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
+    return this.#call('creditLedger', [projectId, period, allocation])
   }
   recoverPendingReservations(): Promise<number> {
     return this.#call('recoverPendingReservations', [])

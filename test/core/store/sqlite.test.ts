@@ -62,8 +62,8 @@ t.test('no overspend: 1,000 concurrent reservations against 100 credits', async 
   t.equal(results.filter((r) => r.ok).length, 100, 'exactly 100 accepted')
   t.equal(results.filter((r) => !r.ok).length, 900, 'exactly 900 refused')
   const refused = results.find((r) => !r.ok)!
-  t.same(refused.balance, { projectId: 'demo', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
-  t.same(await store.balance('demo', '2026-11', 100), { projectId: 'demo', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
+  t.same(refused.balance, { projectId: 'demo', period: '2026-11', allocation: 100, granted: 0, used: 100, remaining: 0 })
+  t.same(await store.balance('demo', '2026-11', 100), { projectId: 'demo', period: '2026-11', allocation: 100, granted: 0, used: 100, remaining: 0 })
   t.equal((await store.balance('other', '2026-11', 100)).used, 0, 'other projects are untouched')
 })
 
@@ -171,7 +171,7 @@ t.test('reservation lifecycle: reserve, commit, release, partial refund', async 
 
   const first = await store.reserveCredits(reservation('a', { amount: 10 }))
   t.ok(first.ok)
-  t.same(first.balance, { projectId: 'demo', period: '2026-11', allocation: 100, used: 10, remaining: 90 }, 'a pending reservation counts at once')
+  t.same(first.balance, { projectId: 'demo', period: '2026-11', allocation: 100, granted: 0, used: 10, remaining: 90 }, 'a pending reservation counts at once')
   t.same(await store.getReservation('a'), {
     id: 'a', projectId: 'demo', period: '2026-11', apiType: 'MIRROR', amount: 10, charged: 10, state: 'pending', createdAt: 1_700_000_000_000,
   })
@@ -221,7 +221,7 @@ t.test('the allocation comes from each call: a raised allocation applies at once
   t.notOk((await store.reserveCredits(reservation('b', { amount: 1, allocation: 10 }))).ok)
   t.ok((await store.reserveCredits(reservation('c', { amount: 1, allocation: 20 }))).ok)
   t.notOk((await store.reserveCredits(reservation('d', { amount: 50, allocation: 40 }))).ok, 'a first charge above the allocation is refused')
-  t.same(await store.balance('demo', '2026-11', 5), { projectId: 'demo', period: '2026-11', allocation: 5, used: 11, remaining: 0 })
+  t.same(await store.balance('demo', '2026-11', 5), { projectId: 'demo', period: '2026-11', allocation: 5, granted: 0, used: 11, remaining: 0 })
 })
 
 t.test('periods roll over: late commits and releases touch the reservation period only', async (t) => {
