@@ -74,7 +74,7 @@ export function usageHandler(init: PluginInit, ledger: CreditLedger): AdminHandl
         to: new Date(to).toISOString(),
         rows,
         totals,
-        balance: { period, periodLength: project.credits.period, allocation, granted, used, remaining },
+        balance: { period, periodLength: project.credits.period, refill: project.credits.refill ?? null, allocation, granted, used, remaining },
       },
     }
   }

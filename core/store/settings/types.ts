@@ -27,7 +27,8 @@ export interface ProjectFields {
   scopes?: string[]
   /** Only the features named are overridden. */
   features?: Partial<FeatureFlags>
-  credits?: { allocation?: number; period?: BillingPeriod }
+  /** `refill: null` removes a refill schedule (the calendar `period` applies again). */
+  credits?: { allocation?: number; period?: BillingPeriod; refill?: { interval: 'day' | 'month'; day?: number } | null }
   /** `sha256:<hex>`; null removes the project's secret. */
   secretHash?: string | null
 }
