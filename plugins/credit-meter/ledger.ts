@@ -63,7 +63,7 @@ export class CreditLedger {
       throw new GatewayError(
         402,
         'credits_exhausted',
-        `project ${project.id} has ${balance.remaining} of ${allocation} credits left in period ${period}; this request needs ${amount}`,
+        `project ${project.id} has ${balance.remaining} of ${allocation + balance.granted} credits left in period ${period}; this request needs ${amount}`,
         { detail: { project: project.id, period, remaining: balance.remaining, needed: amount } },
       )
     }
