@@ -59,15 +59,20 @@ const creditTopUp: PluginDefinition<CreditTopUpConfig> = {
         if (!project) throw errors.internal(`route ${ctx.routeName} runs credit-top-up without an auth plugin before it`)
         const payment = verifiedPayment(ctx)
         if (!payment) throw errors.internal(`route ${ctx.routeName} runs credit-top-up without x402-paywall`)
-        const credits = BigInt(payment.amount) / unitsPerCredit
-        // A price below one credit, or past what a balance can hold: a config mistake; a 500 leaves the payment unsettled.
-        if (credits < 1n || credits > BigInt(Number.MAX_SAFE_INTEGER)) {
-          throw errors.internal(`route ${ctx.routeName}: a payment of ${payment.amount} units buys ${credits} credits at unitsPerCredit ${config.unitsPerCredit}`)
+        const creditsFor = (units: string): number => {
+          const credits = BigInt(units) / unitsPerCredit
+          // A price below one credit, or past what a balance can hold: a config mistake. Thrown
+          // here (before the settlement) it is a 500 and the payment stays unsettled.
+          if (credits < 1n || credits > BigInt(Number.MAX_SAFE_INTEGER)) {
+            throw errors.internal(`route ${ctx.routeName}: a payment of ${units} units buys ${credits} credits at unitsPerCredit ${config.unitsPerCredit}`)
+          }
+          return Number(credits)
         }
-        const amount = Number(credits)
         // Until the payment is settled nothing is granted; the hook turns this answer into the grant.
-        ctx.respond(200, { project: project.id, credits: amount })
+        ctx.respond(200, { project: project.id, credits: creditsFor(payment.amount) })
         onPaymentSettled(ctx, async (settled) => {
+          // What was settled decides (with scheme upto it may be less than what was verified).
+          const amount = creditsFor(settled.amount)
           const period = scheduleBounds(project.credits, Date.now()).key
           const id = `x402:${settled.network}:${settled.transaction}`
           const { created, balance } = await init.store.grantCredits({

@@ -13,17 +13,18 @@ import { periodBounds, scheduleBounds } from '../../core/store/periods.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 import { tempDir } from '../helpers/temp.ts'
+import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../helpers/shared-servers.ts'
 
 const KEY = `tk_credits_${randomBytes(12).toString('hex')}`
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 const START = { startTimeoutMs: 90_000 }
 
-function config(up: TestUpstream): string {
+function config(up: TestUpstream, store = "{ dataDir: '{{DIR}}/data' }"): string {
   return `
 version: 1
 server: { listen: { port: 0 } }
 admin: { listen: { port: 0 }, tokenHash: ${hashCredential(ADMIN_TOKEN)} }
-store: { dataDir: '{{DIR}}/data' }
+store: ${store}
 watch: false
 projects:
   - id: acme
@@ -215,4 +216,29 @@ t.test('a top-up through --workers 2 reaches the primary store over IPC', async 
   const ledger = await admin(gw, 'GET', '/admin/projects/acme/credits/ledger')
   t.same(ledger.json.balance, { allocation: 2, granted: 5, used: 7, remaining: 0 })
   t.equal(ledger.json.entries.reduce((sum: number, e: any) => sum + e.amount, 0), 0)
+})
+
+t.test('shared engine: two instances, one balance; concurrent top-ups of one key on both grant once', async (t) => {
+  if (!(await needServers(t))) return
+  t.setTimeout(300_000)
+  const up = await startTestUpstream()
+  const store = `{ engine: shared, postgres: '${PG_URL}', redis: '${REDIS_URL}', schema: ${freshSchema(t)}, keyPrefix: '${freshPrefix(t)}' }`
+  const a = await startGatewayProcess(config(up, store), START)
+  const b = await startGatewayProcess(config(up, store), START)
+  t.teardown(async () => {
+    await Promise.all([a.stop(), b.stop()])
+    await up.close()
+  })
+  t.same([await prove(a), await prove(b), await prove(a)], [200, 200, 402], 'the allocation of 2 is shared')
+  const topUp = (gw: GatewayProcess) => admin(gw, 'POST', '/admin/projects/acme/credits/top-up', { amount: 4, idempotencyKey: 'po-99' }, { 'x-admin-actor': 'carol' })
+  const answers = await Promise.all([topUp(a), topUp(b), topUp(a), topUp(b)])
+  t.same(answers.map((x) => x.status).sort(), [200, 200, 200, 201], 'one grant across both instances')
+  const statuses = []
+  for (let i = 0; i < 5; i++) statuses.push(await prove(i % 2 === 0 ? a : b))
+  t.same(statuses, [200, 200, 200, 200, 402], 'exactly the 4 granted credits, on either instance')
+  const ledger = await admin(b, 'GET', '/admin/projects/acme/credits/ledger')
+  t.same(ledger.json.balance, { allocation: 2, granted: 4, used: 6, remaining: 0 })
+  t.same(ledger.json.entries.map((e: any) => e.kind), ['allocation', 'grant', 'charge'])
+  t.match(ledger.json.entries[1], { id: 'topup:acme:po-99', actor: 'carol', amount: 4 })
+  t.match(ledger.json.entries[2], { apiType: 'PRIVNET_ZKPAAS', amount: -6 })
 })
