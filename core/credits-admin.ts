@@ -7,7 +7,8 @@
  *
  * A top-up is a grant (`Store.grantCredits`) in the project's current period, with the
  * `x-admin-actor` header (default `admin`) as its actor: the grant row records who, when, why and
- * how much, and the ledger lists it. Its id is `topup:<project>:<idempotencyKey>`, so the same key
+ * how much, and the ledger lists it; a top-up that granted is also appended to the project's
+ * audit trail (`credits.top_up`, after the grant committed). Its id is `topup:<project>:<idempotencyKey>`, so the same key
  * sent again (a retry after a lost answer) grants once and answers 200 with the first grant's
  * balance; a top-up without a key gets a random one. Granted credits count in the period they were
  * granted in, like the allocation: the next refill starts from the allocation again.
@@ -22,6 +23,7 @@ import { scheduleBounds } from './store/periods.ts'
 import type { CreditBalance, Store } from './store/types.ts'
 
 export interface CreditsAdminDeps {
+  /** Its `settings` keeps the audit trail a top-up is appended to. */
   store: Store
   /** The directory of the table in service. */
   projects(): ProjectDirectory
@@ -112,6 +114,8 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
         const period = scheduleBounds(project.credits, clock()).key
         const id = `topup:${project.id}:${idempotencyKey ?? randomUUID()}`
         const { created, balance } = await deps.store.grantCredits({ id, projectId: project.id, period, allocation: project.credits.allocation, amount, reason, actor })
+        // The grant row is the record of the credits; the audit trail also shows who topped up (once per grant).
+        if (created) await deps.store.settings.recordAction(project.id, 'credits.top_up', { grant: id, amount, reason, period: balance.period }, actor)
         return { status: created ? 201 : 200, body: { created, grant: { id, amount, reason, actor }, period: balance.period, balance: balanceView(balance) } }
       },
     },

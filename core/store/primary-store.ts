@@ -65,7 +65,7 @@ const STORE_OPS = new Set([
   'health',
 ])
 const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete'])
-const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'audit'])
+const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'recordAction', 'audit'])
 
 /**
  * Primary side: answers the store calls of every worker and forwards settings changes to them.
@@ -149,6 +149,7 @@ export class PrimaryStore implements Store {
       addKey: (...args) => call('settings.addKey', args),
       updateKey: (...args) => call('settings.updateKey', args),
       resetProject: (...args) => call('settings.resetProject', args),
+      recordAction: (...args) => call('settings.recordAction', args),
       audit: (...args) => call('settings.audit', args),
       subscribe(listener) {
         listeners.add(listener)
