@@ -490,3 +490,33 @@ t.test('measurement (printed, not asserted): reserve + commit pairs, 1 and 50 in
   }
   t.pass('measured')
 })
+
+t.test('ledger of a database written before the per-hour charge lines: one earlier_charges entry keeps the sum exact', async (t) => {
+  const dataDir = tempDir(t)
+  const first = openSqliteStore({ dataDir, clock: () => Date.UTC(2026, 10, 21, 9, 30) })
+  for (const [id, amount] of [['old-1', 4], ['old-2', 6]] as const) {
+    t.ok((await first.reserveCredits(reservation(id, { amount }))).ok)
+    await first.commitCredits(id)
+  }
+  await first.close()
+  // What an older version left: the period's sum, no charge lines.
+  const db = new Database(path.join(dataDir, 'tollgate.db'))
+  db.prepare('DELETE FROM credit_charges').run()
+  db.close()
+  const store = openSqliteStore({ dataDir, clock: () => Date.UTC(2026, 10, 21, 10, 5) })
+  t.teardown(() => store.close())
+  t.ok((await store.reserveCredits(reservation('new-1', { amount: 3, apiType: 'PRIVNET_RPC' }))).ok)
+  await store.commitCredits('new-1')
+  t.ok((await store.reserveCredits(reservation('new-2', { amount: 2 }))).ok, 'one still pending')
+  await store.grantCredits({ id: 'topup:1', projectId: 'demo', period: '2026-11', allocation: 100, amount: 7, reason: 'top_up', actor: 'ops' })
+  const { balance, entries } = await store.creditLedger('demo', '2026-11', 100)
+  t.same(balance, { projectId: 'demo', period: '2026-11', allocation: 100, granted: 7, used: 15, remaining: 92 })
+  t.same(entries, [
+    { kind: 'allocation', amount: 100 },
+    { kind: 'grant', id: 'topup:1', reason: 'top_up', actor: 'ops', at: '2026-11-21T10:05:00.000Z', amount: 7 },
+    { kind: 'charge', apiType: 'PRIVNET_RPC', hour: '2026-11-21T10:00:00.000Z', amount: -3 },
+    { kind: 'earlier_charges', amount: -10 },
+    { kind: 'pending', amount: -2 },
+  ])
+  t.equal(entries.reduce((sum, e) => sum + e.amount, 0), balance.remaining)
+})
