@@ -53,8 +53,13 @@ BEGIN
       ELSE
         n := (op->>'n')::numeric;
         u := NULL;
-        g := coalesce((SELECT granted FROM credit_balances WHERE project_id = op->>'p' AND period = op->>'e'), 0);
-        -- A period without a row has no grants: the new row may hold at most the allocation.
+        -- The grants are read only when the allocation alone cannot cover the amount (the usual
+        -- reserve skips that lookup). A period without a row has no grants: a new row holds at
+        -- most the allocation.
+        g := 0;
+        IF n > (op->>'a')::numeric THEN
+          g := coalesce((SELECT granted FROM credit_balances WHERE project_id = op->>'p' AND period = op->>'e'), 0);
+        END IF;
         IF n <= (op->>'a')::numeric + g THEN
           INSERT INTO credit_balances AS b (project_id, period, used, pending) VALUES (op->>'p', op->>'e', 0, n)
           ON CONFLICT (project_id, period) DO UPDATE SET pending = b.pending + excluded.pending
