@@ -23,6 +23,8 @@ export interface AdminDeps {
   protectMetrics(): boolean
   /** The run-time settings API (core/settings-admin.ts); answers undefined for other paths. */
   settingsRoutes?(req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined>
+  /** The credit balance API (core/credits-admin.ts); answers undefined for other paths. */
+  creditsRoutes?(req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined>
 }
 
 const routers = new WeakMap<Table, Router<AdminRoute>>()
@@ -71,7 +73,7 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
     const result = await deps.reload()
     return send(res, result.ok ? 200 : 422, result)
   }
-  const settingsAnswer = await deps.settingsRoutes?.(req, url)
+  const settingsAnswer = (await deps.settingsRoutes?.(req, url)) ?? (await deps.creditsRoutes?.(req, url))
   if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
   const table = deps.table()
   if (req.method === 'GET' && path === '/admin/config') {

@@ -31,6 +31,7 @@ import { openStore } from './store/open.ts'
 import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
+import { creditsAdmin } from './credits-admin.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -213,6 +214,7 @@ export class Gateway {
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
       settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
+      creditsRoutes: creditsAdmin({ store: this.store, projects: () => this.#table.projects }),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)

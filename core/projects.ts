@@ -6,6 +6,7 @@
  * once and finds it by digest; the final comparison is constant-time.
  */
 import { createHash, hash as oneShotHash, timingSafeEqual } from 'node:crypto'
+import type { RefillSchedule } from './store/periods.ts'
 
 export const SCOPES = ['zkpaas', 'rpc', 'x402', 'mirror', 'events'] as const
 export type Scope = (typeof SCOPES)[number]
@@ -31,7 +32,8 @@ export interface Project {
   name: string
   plan: string
   scopes: ReadonlySet<Scope>
-  credits: { allocation: number; period: 'hour' | 'day' | 'month' }
+  /** `refill`, when set, decides the periods (core/store/periods.ts scheduleBounds); else `period`. */
+  credits: { allocation: number; period: 'hour' | 'day' | 'month'; refill?: RefillSchedule | null }
   features: ProjectFeatures
   /** `sha256:<hex>`, or undefined when the project has no secret. */
   secretHash?: string

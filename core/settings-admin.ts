@@ -88,8 +88,12 @@ export function parseFields(body: Record<string, unknown>, allowed: readonly str
       } else if (name === 'period') {
         if (!(PERIODS as readonly unknown[]).includes(value)) throw invalid(`credits.period must be one of ${PERIODS.join(', ')}`)
         parsed.period = value as (typeof PERIODS)[number]
-      } else throw invalid(`credits.${name} is not a field; allowed: allocation, period`)
+      } else if (name === 'refill') {
+        parsed.refill = value === null ? null : parseRefill(value)
+      } else throw invalid(`credits.${name} is not a field; allowed: allocation, period, refill`)
     }
+    // A calendar period set alone replaces a refill schedule (else the schedule would still decide).
+    if (parsed.period !== undefined && parsed.refill === undefined) parsed.refill = null
     fields.credits = parsed
   }
   if (body.secretHash !== undefined) {
@@ -99,6 +103,17 @@ export function parseFields(body: Record<string, unknown>, allowed: readonly str
     fields.secretHash = body.secretHash as string | null
   }
   return fields
+}
+
+/** `{interval: day|month, day?: 1..31}`; every refusal names the field. */
+export function parseRefill(value: unknown): { interval: 'day' | 'month'; day?: number } {
+  const refill = object(value, 'credits.refill')
+  for (const name of Object.keys(refill)) if (name !== 'interval' && name !== 'day') throw invalid(`credits.refill.${name} is not a field; allowed: interval, day`)
+  if (refill.interval !== 'day' && refill.interval !== 'month') throw invalid('credits.refill.interval must be day or month')
+  if (refill.day === undefined) return { interval: refill.interval }
+  if (refill.interval === 'day') throw invalid('credits.refill.day applies to interval month only')
+  if (typeof refill.day !== 'number' || !Number.isInteger(refill.day) || refill.day < 1 || refill.day > 31) throw invalid('credits.refill.day must be an integer from 1 to 31')
+  return { interval: 'month', day: refill.day }
 }
 
 function parseExpiry(value: unknown, field: string): number | undefined {

@@ -151,7 +151,22 @@ export const projectSchema: JsonSchema = {
       description: 'Credit allocation per period.',
       properties: {
         allocation: { type: 'integer', minimum: 0, default: 0, description: 'Credits per period.' },
-        period: { enum: ['hour', 'day', 'month'], default: 'month', description: 'Billing period (UTC).' },
+        period: { enum: ['hour', 'day', 'month'], default: 'month', description: 'Billing period (UTC). Ignored when refill is set.' },
+        refill: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['interval'],
+          description: 'Refill schedule: the allocation is fresh at every refill (UTC). Overrides period.',
+          properties: {
+            interval: { enum: ['day', 'month'], description: 'day: every day at 00:00 UTC; month: every month on `day`.' },
+            day: {
+              type: 'integer',
+              minimum: 1,
+              maximum: 31,
+              description: "Monthly (default 1): the day of the month the allocation refills on; a day past the month's end means its last day (31 → Feb 28/29).",
+            },
+          },
+        },
       },
     },
     features: {

@@ -15,6 +15,8 @@
 import type { Worker } from 'node:cluster'
 import type {
   CreditBalance,
+  CreditGrant,
+  CreditLedger,
   CreditReservation,
   DocumentCollection,
   Granularity,
@@ -55,13 +57,15 @@ const STORE_OPS = new Set([
   'refundPart',
   'closeCredits',
   'balance',
+  'grantCredits',
+  'creditLedger',
   'recordUsage',
   'queryUsage',
   'takeToken',
   'health',
 ])
 const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete'])
-const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'audit'])
+const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'recordAction', 'audit'])
 
 /**
  * Primary side: answers the store calls of every worker and forwards settings changes to them.
@@ -145,6 +149,7 @@ export class PrimaryStore implements Store {
       addKey: (...args) => call('settings.addKey', args),
       updateKey: (...args) => call('settings.updateKey', args),
       resetProject: (...args) => call('settings.resetProject', args),
+      recordAction: (...args) => call('settings.recordAction', args),
       audit: (...args) => call('settings.audit', args),
       subscribe(listener) {
         listeners.add(listener)
@@ -181,6 +186,12 @@ export class PrimaryStore implements Store {
   }
   balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
     return this.#call('balance', [projectId, period, allocation])
+  }
+  grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+    return this.#call('grantCredits', [grant])
+  }
+  creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
+    return this.#call('creditLedger', [projectId, period, allocation])
   }
   recoverPendingReservations(): Promise<number> {
     return this.#call('recoverPendingReservations', [])

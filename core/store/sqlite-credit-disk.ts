@@ -43,6 +43,27 @@ CREATE TABLE IF NOT EXISTS credit_reservations (
   state TEXT NOT NULL,
   created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Credits granted on top of the allocation (top-ups, x402 payments), one row per grant id.
+CREATE TABLE IF NOT EXISTS credit_grants (
+  id TEXT NOT NULL PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  period TEXT NOT NULL,
+  amount NUMERIC NOT NULL,
+  reason TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS credit_grants_by_period ON credit_grants (project_id, period, created_at);
+-- Committed charges per (period, API type, UTC hour of the reservation): the ledger's charge lines.
+-- Moved in the same write step as credit_balances.used, so their sum equals it.
+CREATE TABLE IF NOT EXISTS credit_charges (
+  project_id TEXT NOT NULL,
+  period TEXT NOT NULL,
+  api_type TEXT NOT NULL,
+  hour_ms INTEGER NOT NULL,
+  amount NUMERIC NOT NULL,
+  PRIMARY KEY (project_id, period, hour_ms, api_type)
+) WITHOUT ROWID;
 -- Older versions committed by inserting a committed row; kept so that their databases keep the same schema.
 CREATE TRIGGER IF NOT EXISTS credit_reservation_committed AFTER INSERT ON credit_reservations
 WHEN NEW.state = 'committed' AND NEW.charged > 0
@@ -61,6 +82,17 @@ interface ReservationRow {
   charged: number
   state: ReservationState
   created_at: number
+}
+
+/** A grant as stored. */
+export interface GrantRecord {
+  id: string
+  projectId: string
+  period: string
+  amount: number
+  reason: string
+  actor: string
+  createdAt: number
 }
 
 /** Per (project, period): what recovery released. */
@@ -86,6 +118,12 @@ export class CreditDisk {
   private readonly getStmt: Database.Statement
   private readonly releaseStmt: Database.Statement
   private readonly reduceStmt: Database.Statement
+  private readonly addChargeStmt: Database.Statement
+  private readonly chargesStmt: Database.Statement
+  private readonly insertGrantStmt: Database.Statement
+  private readonly grantStmt: Database.Statement
+  private readonly grantsStmt: Database.Statement
+  private readonly grantedStmt: Database.Statement
   readonly recoverTx: () => ReleasedGroup[]
   readonly sweepTx: (cursor: string, maxRows: number, cutoff: number) => { cursor: string; deleted: number }
 
@@ -98,6 +136,21 @@ export class CreditDisk {
     this.getStmt = db.prepare('SELECT * FROM credit_reservations WHERE id = ?')
     this.releaseStmt = db.prepare(`UPDATE credit_reservations SET state = 'released', charged = 0 WHERE id = ?`)
     this.reduceStmt = db.prepare('UPDATE credit_reservations SET charged = charged - @amount WHERE id = @id')
+    this.addChargeStmt = db.prepare(`
+      INSERT INTO credit_charges (project_id, period, api_type, hour_ms, amount) VALUES (?, ?, ?, ?, ?)
+      ON CONFLICT (project_id, period, hour_ms, api_type) DO UPDATE SET amount = amount + excluded.amount`)
+    this.chargesStmt = db.prepare(`
+      SELECT api_type AS apiType, hour_ms AS hourMs, amount FROM credit_charges
+      WHERE project_id = ? AND period = ? AND amount <> 0 ORDER BY hour_ms, api_type`)
+    this.insertGrantStmt = db.prepare(`
+      INSERT INTO credit_grants (id, project_id, period, amount, reason, actor, created_at)
+      VALUES (@id, @projectId, @period, @amount, @reason, @actor, @createdAt) ON CONFLICT (id) DO NOTHING`)
+    this.grantStmt = db.prepare(`
+      SELECT id, project_id AS projectId, period, amount, reason, actor, created_at AS createdAt FROM credit_grants WHERE id = ?`)
+    this.grantsStmt = db.prepare(`
+      SELECT id, project_id AS projectId, period, amount, reason, actor, created_at AS createdAt FROM credit_grants
+      WHERE project_id = ? AND period = ? ORDER BY created_at, id`)
+    this.grantedStmt = db.prepare('SELECT coalesce(sum(amount), 0) FROM credit_grants WHERE project_id = ? AND period = ?').pluck()
     const pendingSumsStmt = db.prepare(`
       SELECT project_id AS projectId, period, sum(charged) AS amount, count(*) AS n
       FROM credit_reservations WHERE state = 'pending' GROUP BY project_id, period`)
@@ -127,6 +180,35 @@ export class CreditDisk {
   /** Moves a period's committed `used` by `delta` (a charge, or a refund when negative), never below 0. */
   addUsed(projectId: string, period: string, delta: number): void {
     this.addUsedStmt.run(projectId, period, delta, delta)
+  }
+
+  /** Moves the charge line of (period, API type, hour) by `delta`, beside {@link CreditDisk.addUsed}. */
+  addCharge(projectId: string, period: string, apiType: string, hourMs: number, delta: number): void {
+    this.addChargeStmt.run(projectId, period, apiType, hourMs, delta)
+  }
+
+  /** The non-zero charge lines of a period, oldest hour first. */
+  charges(projectId: string, period: string): { apiType: string; hourMs: number; amount: number }[] {
+    return this.chargesStmt.all(projectId, period) as { apiType: string; hourMs: number; amount: number }[]
+  }
+
+  /** Inserts a grant unless its id exists; returns whether it did. A write step. */
+  insertGrant(grant: GrantRecord): boolean {
+    return this.insertGrantStmt.run(grant).changes === 1
+  }
+
+  getGrant(id: string): GrantRecord | undefined {
+    return this.grantStmt.get(id) as GrantRecord | undefined
+  }
+
+  /** A period's grants, oldest first. */
+  grants(projectId: string, period: string): GrantRecord[] {
+    return this.grantsStmt.all(projectId, period) as GrantRecord[]
+  }
+
+  /** Sum of a period's grants as on disk. */
+  granted(projectId: string, period: string): number {
+    return this.grantedStmt.get(projectId, period) as number
   }
 
   /** Refunds what the reservation still charges and marks it released. */

@@ -34,8 +34,9 @@
  */
 import type Database from 'better-sqlite3'
 import type { WriteBatcher } from './sqlite-batch.ts'
+import { checkGrant, toBalance } from './credit-balance.ts'
 import { CreditDisk, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
-import type { CreditBalance, CreditReservation } from './types.ts'
+import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from './types.ts'
 
 export { CREDITS_SCHEMA, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
 
@@ -45,6 +46,8 @@ interface PeriodBalance {
   readonly period: string
   /** Committed charges (as on disk, after the queued writes) plus pending reservations. */
   used: number
+  /** Grants of the period (as on disk, plus grants queued in this process). */
+  granted: number
   /** Reservations in memory that point at this balance; it is never dropped while any does. */
   held: number
   /** Touched since the last eviction pass. */
@@ -73,12 +76,22 @@ interface HeldReservation {
  */
 class TurnSums {
   readonly deltas = new Map<PeriodBalance, number>()
+  /** The same deltas per charge line: API type and hour of the reservation (`apiType \n hourMs`). */
+  readonly lines = new Map<PeriodBalance, Map<string, number>>()
   /** Reservations committed in this turn: they fall back to pending if the write fails. */
   readonly commits: HeldReservation[] = []
   written!: Promise<void>
 
-  add(balance: PeriodBalance, delta: number): void {
+  add(held: HeldReservation, delta: number): void {
+    const balance = held.balance
     this.deltas.set(balance, (this.deltas.get(balance) ?? 0) + delta)
+    let lines = this.lines.get(balance)
+    if (lines === undefined) {
+      lines = new Map()
+      this.lines.set(balance, lines)
+    }
+    const line = `${held.apiType}\n${hourOf(held.createdAt)}`
+    lines.set(line, (lines.get(line) ?? 0) + delta)
   }
 }
 
@@ -101,6 +114,8 @@ export class SqliteCreditLedger {
   private readonly held = new Map<string, HeldReservation>()
   private turn: TurnSums | undefined
   private sweepCursor = ''
+  /** Grants queued and not yet committed, by id: a second grant of the same id waits for the first. */
+  private readonly grantsInFlight = new Map<string, Promise<unknown>>()
 
   constructor(
     db: Database.Database,
@@ -119,11 +134,11 @@ export class SqliteCreditLedger {
     const balance = this.periodBalance(projectId, period)
     balance.touched = true
     const used = balance.used + amount
-    if (used > allocation) return { ok: false, balance: toBalance(projectId, period, allocation, balance.used) }
+    if (used > allocation + balance.granted) return { ok: false, balance: toBalance(projectId, period, allocation, balance.used, balance.granted) }
     balance.used = used
     balance.held++
     this.held.set(id, { id, projectId, period, apiType, amount, createdAt: now, charged: amount, state: 'pending', balance })
-    return { ok: true, balance: toBalance(projectId, period, allocation, used) }
+    return { ok: true, balance: toBalance(projectId, period, allocation, used, balance.granted) }
   }
 
   /** Adds the charge to the on-disk sum; resolves after its COMMIT. Unknown, released or repeated: no-op. */
@@ -133,7 +148,7 @@ export class SqliteCreditLedger {
     if (held.state !== 'pending') return held.written ?? done
     held.state = 'committed'
     const turn = this.currentTurn()
-    if (held.charged > 0) turn.add(held.balance, held.charged)
+    if (held.charged > 0) turn.add(held, held.charged)
     turn.commits.push(held)
     held.written = turn.written
     return turn.written
@@ -183,9 +198,71 @@ export class SqliteCreditLedger {
   /** Committed + pending of a period; read from disk (without caching) when it is not in memory. */
   balance(projectId: string, period: string, allocation: number): CreditBalance {
     const cached = this.balances.get(projectId)?.get(period)
-    if (cached !== undefined) return toBalance(projectId, period, allocation, cached.used)
+    if (cached !== undefined) return toBalance(projectId, period, allocation, cached.used, cached.granted)
     this.writes.drain()
-    return toBalance(projectId, period, allocation, this.disk.used(projectId, period))
+    return toBalance(projectId, period, allocation, this.disk.used(projectId, period), this.disk.granted(projectId, period))
+  }
+
+  /**
+   * Grants credits once per id. Whether the id is new is decided here, synchronously, against the
+   * disk (after the queued writes) and the grants still queued: this process is the only writer.
+   * The period's memory balance moves at once (so a reservation right after sees it) and the row
+   * is written in the turn's group commit; the promise resolves after that COMMIT. A failed write
+   * takes the credits back out of memory.
+   */
+  grant(grant: CreditGrant, now: number): Promise<{ created: boolean; balance: CreditBalance }> {
+    checkGrant(grant)
+    const { id, projectId, period, allocation, amount, reason, actor } = grant
+    const inFlight = this.grantsInFlight.get(id)
+    if (inFlight !== undefined) return inFlight.then(() => this.existingGrant(id, allocation))
+    this.writes.drain()
+    if (this.disk.getGrant(id) !== undefined) return Promise.resolve(this.existingGrant(id, allocation))
+    const cached = this.balances.get(projectId)?.get(period)
+    if (cached !== undefined) cached.granted += amount
+    const written = this.writes.enqueue(() => this.disk.insertGrant({ id, projectId, period, amount, reason, actor, createdAt: now }), true)
+    this.grantsInFlight.set(id, written)
+    return written.then(
+      () => {
+        this.grantsInFlight.delete(id)
+        return { created: true, balance: this.balance(projectId, period, allocation) }
+      },
+      (error: unknown) => {
+        this.grantsInFlight.delete(id)
+        if (cached !== undefined && this.balances.get(projectId)?.get(period) === cached) cached.granted -= amount
+        throw error
+      },
+    )
+  }
+
+  /** The entries of a period: allocation, grants, charge lines, pending reservations (sqlite: per API type and hour). */
+  ledger(projectId: string, period: string, allocation: number): CreditLedger {
+    this.writes.drain()
+    const entries: CreditLedgerEntry[] = [{ kind: 'allocation', amount: allocation }]
+    for (const g of this.disk.grants(projectId, period)) {
+      entries.push({ kind: 'grant', id: g.id, reason: g.reason, actor: g.actor, at: new Date(g.createdAt).toISOString(), amount: g.amount })
+    }
+    let lines = 0
+    for (const line of this.disk.charges(projectId, period)) {
+      lines += line.amount
+      entries.push({ kind: 'charge', apiType: line.apiType, hour: new Date(line.hourMs).toISOString(), amount: -line.amount })
+    }
+    // Charges of databases written before the per-hour lines existed are only in the period's sum.
+    const earlier = this.disk.used(projectId, period) - lines
+    if (earlier !== 0) entries.push({ kind: 'earlier_charges', amount: -earlier })
+    let pending = 0
+    for (const held of this.held.values()) {
+      if (held.state === 'pending' && held.projectId === projectId && held.period === period) pending += held.charged
+    }
+    if (pending !== 0) entries.push({ kind: 'pending', amount: -pending })
+    return { balance: this.balance(projectId, period, allocation), entries }
+  }
+
+  /** The balance of the period an existing grant went to. */
+  private existingGrant(id: string, allocation: number): { created: boolean; balance: CreditBalance } {
+    this.writes.drain()
+    const stored = this.disk.getGrant(id)
+    if (stored === undefined) throw new Error(`credit grant ${id} was not written`)
+    return { created: false, balance: this.balance(stored.projectId, stored.period, allocation) }
   }
 
   /** Releases pending rows left on disk by versions that wrote reservations; returns how many. */
@@ -236,6 +313,13 @@ export class SqliteCreditLedger {
       // Runs in the batch (maybe twice, after a rollback): from now on charges go to the next turn.
       if (this.turn === turn) this.turn = undefined
       for (const [balance, delta] of turn.deltas) if (delta !== 0) this.disk.addUsed(balance.projectId, balance.period, delta)
+      for (const [balance, lines] of turn.lines) {
+        for (const [line, delta] of lines) {
+          if (delta === 0) continue
+          const cut = line.lastIndexOf('\n')
+          this.disk.addCharge(balance.projectId, balance.period, line.slice(0, cut), Number(line.slice(cut + 1)), delta)
+        }
+      }
     }).then(undefined, (error: unknown) => {
       // Not on disk: those commits are pending again in memory, so a release gives them back.
       for (const held of turn.commits) {
@@ -251,7 +335,7 @@ export class SqliteCreditLedger {
 
   private subtractOnDisk(held: HeldReservation, amount: number): Promise<void> {
     const turn = this.currentTurn()
-    turn.add(held.balance, -amount)
+    turn.add(held, -amount)
     held.written = turn.written
     return turn.written
   }
@@ -266,7 +350,7 @@ export class SqliteCreditLedger {
     let balance = periods.get(period)
     if (balance === undefined) {
       this.writes.drain()
-      balance = { projectId, period, used: this.disk.used(projectId, period), held: 0, touched: true }
+      balance = { projectId, period, used: this.disk.used(projectId, period), granted: this.disk.granted(projectId, period), held: 0, touched: true }
       periods.set(period, balance)
     }
     return balance
@@ -318,8 +402,9 @@ function uncharge(balance: PeriodBalance, amount: number): void {
   balance.used = Math.max(0, balance.used - amount)
 }
 
-function toBalance(projectId: string, period: string, allocation: number, used: number): CreditBalance {
-  return { projectId, period, allocation, used, remaining: Math.max(0, allocation - used) }
+/** Start of the UTC hour of `epochMs`: the charge line a reservation is booked on. */
+function hourOf(epochMs: number): number {
+  return Math.floor(epochMs / 3_600_000) * 3_600_000
 }
 
 function checkAmount(name: string, value: number): void {

@@ -48,6 +48,8 @@ import { TokenBuckets } from './token-bucket.ts'
 import { SqliteSettings } from './settings/sqlite.ts'
 import type {
   CreditBalance,
+  CreditGrant,
+  CreditLedger,
   CreditReservation,
   DocumentCollection,
   Granularity,
@@ -198,6 +200,14 @@ export class SqliteStore implements Store {
 
   async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
     return this.credits.balance(projectId, period, allocation)
+  }
+
+  grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+    return rejectOnThrow(() => this.credits.grant(grant, this.clock()))
+  }
+
+  async creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
+    return this.credits.ledger(projectId, period, allocation)
   }
 
   async recoverPendingReservations(): Promise<number> {

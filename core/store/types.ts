@@ -24,9 +24,55 @@ export interface CreditBalance {
   projectId: string
   period: string
   allocation: number
+  /** Credits granted on top of the allocation in this period (top-ups, x402 payments). */
+  granted: number
   /** Committed charges plus reservations still pending. */
   used: number
+  /** `allocation + granted - used`, never below 0. */
   remaining: number
+}
+
+/** Credits added to a project's period on top of its allocation, once per `id`. */
+export interface CreditGrant {
+  /**
+   * Idempotency key: a second grant with the same id grants nothing (whatever its other fields).
+   * E.g. `topup:<key>` for an operator's top-up, `x402:<network>:<tx>` for a settled payment.
+   */
+  id: string
+  projectId: string
+  /** Billing period the credits count in (the project's current one). */
+  period: string
+  /** The period's allocation, from config at grant time (for the balance returned). */
+  allocation: number
+  /** Credits added, an integer > 0. */
+  amount: number
+  /** Why: `top_up`, `x402`, ... (1 to 64 characters). */
+  reason: string
+  /** Who: the admin actor, or the payer of an x402 payment (1 to 128 characters). */
+  actor: string
+}
+
+/**
+ * One line of a period's ledger. The amounts of a period's entries add up exactly to
+ * `allocation + granted - used` (its balance before the clamp at 0).
+ *
+ * Charges are grouped per API type and UTC hour of the reservation (the hour the request arrived
+ * in), the granularity both engines keep exactly: the embedded engine stores per-(period, API type,
+ * hour) sums beside its per-period sum, the shared one sums its hold rows.
+ */
+export type CreditLedgerEntry =
+  | { kind: 'allocation'; amount: number }
+  | { kind: 'grant'; id: string; reason: string; actor: string; at: string; amount: number }
+  /** Committed charges (after refunds) of requests that arrived in `hour`; amount is negative. */
+  | { kind: 'charge'; apiType: string; hour: string; amount: number }
+  /** Reservations still pending (requests in flight); amount is negative. */
+  | { kind: 'pending'; amount: number }
+  /** Charges committed by versions that did not record them per hour; amount is negative. */
+  | { kind: 'earlier_charges'; amount: number }
+
+export interface CreditLedger {
+  balance: CreditBalance
+  entries: CreditLedgerEntry[]
 }
 
 export interface UsageEvent {
@@ -91,6 +137,14 @@ export interface Store {
    */
   closeCredits(reservationId: string): Promise<void>
   balance(projectId: string, period: string, allocation: number): Promise<CreditBalance>
+  /**
+   * Adds credits to a period, once per grant id (also when the same id arrives concurrently, on any
+   * instance sharing the store). Durable when the promise resolves. `created` is false when the id
+   * was granted before; `balance` is then that earlier grant's period balance.
+   */
+  grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }>
+  /** The entries that explain a period's balance, in order: allocation, grants, charges, pending. */
+  creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger>
   /** Releases reservations a crashed process left pending; returns how many. */
   recoverPendingReservations(): Promise<number>
 

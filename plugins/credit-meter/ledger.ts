@@ -10,7 +10,7 @@
  */
 import { GatewayError } from '../../core/errors.ts'
 import type { Project } from '../../core/projects.ts'
-import { currentPeriod } from '../../core/store/periods.ts'
+import { currentSchedulePeriod } from '../../core/store/periods.ts'
 import type { Store } from '../../core/store/types.ts'
 
 export type SettlementState = 'pending' | 'committed' | 'released'
@@ -45,9 +45,9 @@ export class CreditLedger {
     readonly clock: () => number = Date.now,
   ) {}
 
-  /** Key of the project's billing period now (`2026-11`, `2026-11-21`, `2026-11-21T09`). */
+  /** Key of the project's billing period now (`2026-11`, `2026-11-21`, `2026-11-21T09`, `2026-11-15/P1M`). */
   currentPeriod(project: Project): string {
-    return currentPeriod(project.credits.period, this.clock())
+    return currentSchedulePeriod(project.credits, this.clock())
   }
 
   /**
@@ -63,7 +63,7 @@ export class CreditLedger {
       throw new GatewayError(
         402,
         'credits_exhausted',
-        `project ${project.id} has ${balance.remaining} of ${allocation} credits left in period ${period}; this request needs ${amount}`,
+        `project ${project.id} has ${balance.remaining} of ${allocation + balance.granted} credits left in period ${period}; this request needs ${amount}`,
         { detail: { project: project.id, period, remaining: balance.remaining, needed: amount } },
       )
     }

@@ -65,7 +65,7 @@ export function usageHandler(init: PluginInit, ledger: CreditLedger): AdminHandl
     }
     const period = ledger.currentPeriod(project)
     const { allocation } = project.credits
-    const { used, remaining } = await init.store.balance(project.id, period, allocation)
+    const { granted, used, remaining } = await init.store.balance(project.id, period, allocation)
     return {
       body: {
         project: project.id,
@@ -74,7 +74,7 @@ export function usageHandler(init: PluginInit, ledger: CreditLedger): AdminHandl
         to: new Date(to).toISOString(),
         rows,
         totals,
-        balance: { period, periodLength: project.credits.period, allocation, used, remaining },
+        balance: { period, periodLength: project.credits.period, refill: project.credits.refill ?? null, allocation, granted, used, remaining },
       },
     }
   }

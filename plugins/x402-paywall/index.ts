@@ -44,6 +44,51 @@ interface PaidRequest {
   /** upto: the price of one credit; the settled amount follows the credits used. */
   pricePerCredit?: string
   settled?: boolean
+  /** Set by a later plugin ({@link onPaymentSettled}); runs before the content is released. */
+  onSettled?: (payment: SettledPayment) => Promise<void>
+}
+
+/** A payment the paywall verified on this request (it settles after the target answered). */
+export interface VerifiedPayment {
+  /** CAIP-2 network, e.g. `eip155:84532`. */
+  network: string
+  payer: string
+  /** Atomic token units the payment is for (the settled amount of scheme exact). */
+  amount: string
+}
+
+/** A payment settled on chain, about to release the content. */
+export interface SettledPayment extends VerifiedPayment {
+  transaction: string
+}
+
+/** The atomic amount of v2 (`amount`) or v1 (`maxAmountRequired`) requirements. */
+function amountOf(facilitatorBody: Record<string, unknown>): string {
+  const requirements = facilitatorBody.paymentRequirements as { amount?: string; maxAmountRequired?: string }
+  return requirements.amount ?? requirements.maxAmountRequired ?? '0'
+}
+
+/**
+ * The payment the paywall verified on this request, or undefined (no paywall on the route, or no
+ * valid payment: the paywall then answered 402 before the target).
+ */
+export function verifiedPayment(ctx: RequestContext): VerifiedPayment | undefined {
+  const paid = ctx.state.get(STATE) as PaidRequest | undefined
+  if (!paid) return undefined
+  return { network: paid.network.offer.caip2, payer: paid.payer, amount: amountOf(paid.facilitatorBody) }
+}
+
+/**
+ * Runs `fn` once this request's payment is settled, before the paywall claims its delivery and
+ * releases the answer, so what `fn` records (keyed by the transaction) is durable before the
+ * client is told. `fn` may rewrite `ctx.response`. If it throws, the payment is remembered as
+ * pending, so the client's retry with the same payment header comes through again (the
+ * facilitator answers with the same settlement) instead of paying twice.
+ */
+export function onPaymentSettled(ctx: RequestContext, fn: (payment: SettledPayment) => Promise<void>): void {
+  const paid = ctx.state.get(STATE) as PaidRequest | undefined
+  if (!paid) throw new Error('onPaymentSettled: no x402 payment on this request')
+  paid.onSettled = fn
 }
 
 const same = (text: string): PaymentRequiredTexts => ({ v1: text, v2: text })
@@ -152,11 +197,20 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         paid.settled = true
         // The service failed or refused: nothing is charged, the authorization stays unused.
         if (ctx.error || !ctx.response || ctx.response.status >= 400) return
-        const { body: result } = await paid.network.facilitator.settle(settleBody(paid, ctx))
+        const body = settleBody(paid, ctx)
+        const { body: result } = await paid.network.facilitator.settle(body)
         const headerName = paid.version === 2 ? 'payment-response' : 'x-payment-response'
         ctx.logFields.x402Result = result.success ? 'settled' : result.errorReason
         if (result.transaction) ctx.logFields.tx = result.transaction
         if (result.success) {
+          if (paid.onSettled) {
+            try {
+              await paid.onSettled({ network: paid.network.offer.caip2, payer: result.payer || paid.payer, amount: amountOf(body), transaction: result.transaction })
+            } catch (error) {
+              if (paid.key !== undefined) await redemptions.markPending(paid.key, result.transaction)
+              throw error
+            }
+          }
           if (paid.key === undefined || (await redemptions.claimDelivery(paid.key, result.transaction))) {
             ctx.response.headers[headerName] = settleHeader(result)
             return

@@ -252,6 +252,10 @@ export class PostgresSettings implements SettingsStore {
     })
   }
 
+  recordAction(projectId: string, action: 'credits.top_up', detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
+    return this.#change(actor, action, projectId, detail, async () => {})
+  }
+
   async audit(options: { projectId?: string; limit?: number } = {}): Promise<SettingsChange[]> {
     const limit = Math.max(1, Math.min(options.limit ?? 100, 10_000))
     const result =

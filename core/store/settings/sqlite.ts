@@ -162,6 +162,10 @@ export class SqliteSettings implements SettingsStore {
     })
   }
 
+  async recordAction(projectId: string, action: 'credits.top_up', detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
+    return this.#change(actor, action, projectId, detail, () => {})
+  }
+
   async audit(options: { projectId?: string; limit?: number } = {}): Promise<SettingsChange[]> {
     const limit = Math.max(1, Math.min(options.limit ?? 100, 10_000))
     const rows = (options.projectId === undefined ? this.#stmt.auditAll.all(limit) : this.#stmt.auditOf.all(options.projectId, limit)) as AuditRow[]

@@ -27,7 +27,8 @@ export interface ProjectFields {
   scopes?: string[]
   /** Only the features named are overridden. */
   features?: Partial<FeatureFlags>
-  credits?: { allocation?: number; period?: BillingPeriod }
+  /** `refill: null` removes a refill schedule (the calendar `period` applies again). */
+  credits?: { allocation?: number; period?: BillingPeriod; refill?: { interval: 'day' | 'month'; day?: number } | null }
   /** `sha256:<hex>`; null removes the project's secret. */
   secretHash?: string | null
 }
@@ -59,7 +60,7 @@ export interface SettingsSnapshot {
   projects: ProjectOverride[]
 }
 
-export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update'
+export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update' | 'credits.top_up'
 
 /** One change, as announced to subscribers and kept in the audit trail. */
 export interface SettingsChange {
@@ -104,6 +105,11 @@ export interface SettingsStore {
   updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: string): Promise<SettingsChange>
   /** Drops every override of the project (a created project disappears; a seeded one is the yaml's again). */
   resetProject(id: string, actor: string): Promise<SettingsChange>
+  /**
+   * Appends an audit row for an operator action that changes no setting (a credit top-up), with
+   * its own sequence number and notification like any change.
+   */
+  recordAction(projectId: string, action: 'credits.top_up', detail: Record<string, unknown>, actor: string): Promise<SettingsChange>
   /** The audit trail, newest first. */
   audit(options?: { projectId?: string; limit?: number }): Promise<SettingsChange[]>
   /** Calls `listener` after every change made through any instance sharing the store. Returns the unsubscribe. */

@@ -24,7 +24,8 @@
  *   timeout) is refused with `store_unavailable`: the client is not told it succeeded.
  */
 import { errors } from '../../errors.ts'
-import type { CreditBalance, CreditReservation } from '../types.ts'
+import { checkGrant, toBalance } from '../credit-balance.ts'
+import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
 import type pg from 'pg'
 import { pgFailure, type PgBatcher } from './pg.ts'
 
@@ -59,7 +60,7 @@ export class SharedCreditLedger {
     checkAmount('amount', amount)
     if (!Number.isFinite(allocation)) throw new RangeError(`allocation must be a finite number, got ${allocation}`)
     if (this.held.has(id)) throw reservationExists(id)
-    let result: 'exists' | [boolean, number]
+    let result: 'exists' | [boolean, number, number?]
     try {
       result = await this.batch.enqueue({ o: 'reserve', i: id, p: projectId, e: period, a: allocation, n: amount, t: apiType })
     } catch (error) {
@@ -69,9 +70,9 @@ export class SharedCreditLedger {
       throw error
     }
     if (result === 'exists') throw reservationExists(id)
-    const [ok, used] = result
+    const [ok, used, granted] = result
     if (ok) this.held.set(id, { id, createdAt: this.clock(), state: 'pending' })
-    return { ok, balance: toBalance(projectId, period, allocation, used) }
+    return { ok, balance: toBalance(projectId, period, allocation, used, granted ?? 0) }
   }
 
   commit(id: string): Promise<void> {
@@ -131,10 +132,70 @@ export class SharedCreditLedger {
   async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
     await this.batch.idle()
     try {
-      const { rows } = await this.pool.query<{ used: number }>('SELECT used + pending AS used FROM credit_balances WHERE project_id = $1 AND period = $2', [projectId, period])
-      return toBalance(projectId, period, allocation, rows[0]?.used ?? 0)
+      const { rows } = await this.pool.query<{ used: number; granted: number }>(
+        'SELECT used + pending AS used, granted FROM credit_balances WHERE project_id = $1 AND period = $2',
+        [projectId, period],
+      )
+      return toBalance(projectId, period, allocation, rows[0]?.used ?? 0, rows[0]?.granted ?? 0)
     } catch (error) {
       throw pgFailure(error)
+    }
+  }
+
+  /**
+   * Grants credits once per id: one `grant` op in the turn's batch, whose transaction inserts the
+   * grant row (primary key = id) and moves the period's `granted`; resolves after the COMMIT
+   * (flushed to the WAL). A concurrent grant of the same id on any instance waits on the row and
+   * then grants nothing.
+   */
+  async grant(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+    checkGrant(grant)
+    const { id, projectId, period, allocation, amount, reason, actor } = grant
+    const [created, storedProject, storedPeriod, used, granted] = await this.batch.enqueue<[boolean, string, string, number, number]>({
+      o: 'grant', i: id, p: projectId, e: period, n: amount, r: reason, w: actor,
+    })
+    return { created, balance: toBalance(storedProject, storedPeriod, allocation, used, granted) }
+  }
+
+  /**
+   * A period's entries, read in one REPEATABLE READ snapshot so they add up to the balance read in
+   * it: grants, committed hold rows summed per API type and UTC hour of their reservation, pending holds.
+   */
+  async ledger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
+    await this.batch.idle()
+    let client: pg.PoolClient | undefined
+    try {
+      client = await this.pool.connect()
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
+      const args = [projectId, period]
+      const balance = await client.query<{ used: number; granted: number }>('SELECT used + pending AS used, granted FROM credit_balances WHERE project_id = $1 AND period = $2', args)
+      const grants = await client.query<{ id: string; amount: number; reason: string; actor: string; at: Date }>(
+        'SELECT id, amount, reason, actor, created_at AS at FROM credit_grants WHERE project_id = $1 AND period = $2 ORDER BY created_at, id',
+        args,
+      )
+      const charges = await client.query<{ api_type: string; hour_ms: number; amount: number }>(
+        `SELECT api_type, (extract(epoch FROM date_trunc('hour', created_at AT TIME ZONE 'UTC')) * 1000)::bigint AS hour_ms, sum(charged) AS amount
+         FROM credit_holds WHERE project_id = $1 AND period = $2 AND state = 'committed'
+         GROUP BY 1, 2 HAVING sum(charged) <> 0 ORDER BY 2, 1`,
+        args,
+      )
+      const pending = await client.query<{ amount: number }>(
+        `SELECT coalesce(sum(charged), 0) AS amount FROM credit_holds WHERE project_id = $1 AND period = $2 AND state = 'pending'`,
+        args,
+      )
+      await client.query('COMMIT')
+      const entries: CreditLedgerEntry[] = [{ kind: 'allocation', amount: allocation }]
+      for (const g of grants.rows) entries.push({ kind: 'grant', id: g.id, reason: g.reason, actor: g.actor, at: g.at.toISOString(), amount: g.amount })
+      for (const c of charges.rows) entries.push({ kind: 'charge', apiType: c.api_type, hour: new Date(c.hour_ms).toISOString(), amount: -c.amount })
+      const held = pending.rows[0]?.amount ?? 0
+      if (held !== 0) entries.push({ kind: 'pending', amount: -held })
+      const row = balance.rows[0]
+      return { balance: toBalance(projectId, period, allocation, row?.used ?? 0, row?.granted ?? 0), entries }
+    } catch (error) {
+      await client?.query('ROLLBACK').catch(() => {})
+      throw pgFailure(error)
+    } finally {
+      client?.release()
     }
   }
 
@@ -167,9 +228,6 @@ function reservationExists(id: string): Error {
   return Object.assign(new Error(`reservation id ${id} is already in use`), { code: 'reservation_exists' })
 }
 
-function toBalance(projectId: string, period: string, allocation: number, used: number): CreditBalance {
-  return { projectId, period, allocation, used, remaining: Math.max(0, allocation - used) }
-}
 
 function checkAmount(name: string, value: number): void {
   if (!(value >= 0) || !Number.isFinite(value)) throw new RangeError(`${name} must be a non-negative number, got ${value}`)

@@ -14,6 +14,8 @@ import { randomBytes } from 'node:crypto'
 import type pg from 'pg'
 import type {
   CreditBalance,
+  CreditGrant,
+  CreditLedger,
   CreditReservation,
   DocumentCollection,
   Granularity,
@@ -185,6 +187,14 @@ export class SharedStore implements Store {
 
   balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
     return this.credits.balance(projectId, period, allocation)
+  }
+
+  grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+    return this.credits.grant(grant)
+  }
+
+  creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
+    return this.credits.ledger(projectId, period, allocation)
   }
 
   /** Releases now the pending holds of instances that stopped heartbeating; returns how many. */

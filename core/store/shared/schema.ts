@@ -15,6 +15,7 @@
  * one conditional upsert on the period's row, whose row lock orders concurrent batches of every
  * instance. `credit_holds` keeps one row per reservation: the ledger a balance is explained by.
  */
+import { creditGrantsMigration } from './credit-grants-migration.ts'
 import type { MigrationSet } from './migrations.ts'
 
 const V1_TABLES = `
@@ -212,5 +213,5 @@ $fn$;
 /** The shared engine's own tables (module `core`). */
 export const coreMigrations: MigrationSet = {
   module: 'core',
-  migrations: [{ version: 1, name: 'credits, usage, documents, instances', sql: V1_TABLES + V1_FUNCTIONS }],
+  migrations: [{ version: 1, name: 'credits, usage, documents, instances', sql: V1_TABLES + V1_FUNCTIONS }, creditGrantsMigration],
 }

@@ -27,7 +27,7 @@ import type { EvmChainContext } from './context.ts'
 import { reasons } from './errors.ts'
 import { revertText, safeMessage } from './reverts.ts'
 import { parsePermit2Request } from './schema.ts'
-import { splitSignature, verifyAuthorizationSignature } from './signature.ts'
+import { expandCompactSignature, splitSignature, verifyAuthorizationSignature } from './signature.ts'
 import type { Permit2Authorization, Permit2Request, VerifyResponse } from './types.ts'
 
 
@@ -141,8 +141,9 @@ function presumedSignature(signature: Hex): Hex {
       return signature
     }
   }
-  const parts = size(signature) === 65 ? splitSignature(signature) : undefined
-  return parts ? `${signature.slice(0, 130)}${parts.v.toString(16)}` as Hex : signature
+  const full = expandCompactSignature(signature)
+  const parts = size(full) === 65 ? splitSignature(full) : undefined
+  return parts ? `${full.slice(0, 130)}${parts.v.toString(16)}` as Hex : signature
 }
 
 /** Maps a revert of the proxy or of Permit2 to a reason. */
@@ -319,7 +320,8 @@ export async function checkPermit2(ctx: EvmChainContext, request: Permit2Request
       details: { token: view.auth.permitted.token, asset: asset.address },
     })
   }
-  const verdict = await verifyAuthorizationSignature(ctx, digestOf(ctx, view.kind, t), view.signature, t.from, must(payerCode))
+  // Permit2 verifies 64-byte EIP-2098 signatures itself, so a compact one is as good as its 65-byte form.
+  const verdict = await verifyAuthorizationSignature(ctx, digestOf(ctx, view.kind, t), view.signature, t.from, must(payerCode), { acceptCompact: true })
   if (!verdict.ok) {
     const reason = verdict.reason === reasons.invalidSignature ? reasons.permit2InvalidSignature : verdict.reason!
     return invalid(view.payer, { reason, message: verdict.message! })

@@ -1,7 +1,10 @@
 /**
  * Checks the payer's signature of an EIP-3009 TransferWithAuthorization with the semantics the
  * token itself applies (OpenZeppelin SignatureChecker, as in FiatToken v2.2):
- * - `from` has no code: a 65-byte ECDSA signature with low s must recover to `from`;
+ * - `from` has no code: a 65-byte ECDSA signature with low s must recover to `from`; for Permit2
+ *   (`acceptCompact`) a 64-byte EIP-2098 compact one too, read as the 65-byte signature it encodes,
+ *   which is the form put on chain (Permit2's SignatureVerification takes both). EIP-3009 tokens
+ *   keep refusing 64 bytes, as the official facilitator does;
  * - `from` has code (a contract, or an EIP-7702 delegated EOA): `isValidSignature` must return
  *   the ERC-1271 magic value; there is no ECDSA fallback (the reference's fixed bypass);
  * - ERC-6492 wrapped signatures: for a deployed wallet the inner signature is checked as above;
@@ -9,8 +12,8 @@
  *   calldata from our account, and no factory is allow-listed.
  */
 import {
-  ContractFunctionExecutionError, hashTypedData, isErc6492Signature, parseErc6492Signature,
-  recoverAddress, size, type Address, type Hex,
+  compactSignatureToSignature, ContractFunctionExecutionError, hashTypedData, isErc6492Signature, parseCompactSignature,
+  parseErc6492Signature, recoverAddress, serializeSignature, size, type Address, type Hex,
 } from 'viem'
 import { erc1271Abi, erc1271MagicValue, transferWithAuthorizationTypes } from './abi.ts'
 import type { EvmChainContext } from './context.ts'
@@ -54,14 +57,29 @@ export function splitSignature(signature: Hex): { r: Hex; s: Hex; v: number } | 
   return v === 27 || v === 28 ? { r, s, v } : undefined
 }
 
-async function checkEcdsa(digest: Hex, signature: Hex, from: Address): Promise<SignatureVerdict> {
+/**
+ * The 65-byte `r ‖ s ‖ v` (v 27 or 28) of an EIP-2098 compact signature (`r ‖ yParity·2^255 + s`);
+ * any other length is returned unchanged.
+ *
+ * @example
+ * ```ts
+ * expandCompactSignature(compact) // 0x…1b or 0x…1c, 65 bytes
+ * ```
+ */
+export function expandCompactSignature(signature: Hex): Hex {
+  if (size(signature) !== 64) return signature
+  return serializeSignature(compactSignatureToSignature(parseCompactSignature(signature)))
+}
+
+async function checkEcdsa(digest: Hex, given: Hex, from: Address, acceptCompact: boolean): Promise<SignatureVerdict> {
+  const signature = acceptCompact ? expandCompactSignature(given) : given
   const fail = (message: string): SignatureVerdict => ({
     ok: false, reason: reasons.invalidSignature, message, signature, overload: 'vrs',
   })
   if (size(signature) !== 65) {
     return {
       ok: false, reason: reasons.undeployedSmartWallet, signature, overload: 'bytes',
-      message: `payer ${from} has no contract code, so only a 65-byte ECDSA signature can be valid (got ${size(signature)} bytes)`,
+      message: `payer ${from} has no contract code, so only a 65-byte ECDSA signature${acceptCompact ? ' (or a 64-byte EIP-2098 compact one)' : ''} can be valid (got ${size(signature)} bytes)`,
     }
   }
   const parts = splitSignature(signature)
@@ -116,6 +134,7 @@ async function checkErc1271(ctx: EvmChainContext, digest: Hex, signature: Hex, f
  */
 export async function verifyAuthorizationSignature(
   ctx: EvmChainContext, digest: Hex, signature: Hex, from: Address, payerCode: Promise<Hex | undefined>,
+  options: { acceptCompact?: boolean } = {},
 ): Promise<SignatureVerdict> {
   let inner = signature
   const wrapped = isErc6492Signature(signature)
@@ -137,5 +156,5 @@ export async function verifyAuthorizationSignature(
       message: `payer ${from} is not deployed; this facilitator does not deploy ERC-6492 counterfactual wallets`,
     }
   }
-  return hasCode ? checkErc1271(ctx, digest, inner, from) : checkEcdsa(digest, inner, from)
+  return hasCode ? checkErc1271(ctx, digest, inner, from) : checkEcdsa(digest, inner, from, options.acceptCompact ?? false)
 }

@@ -10,7 +10,8 @@ import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
-import type { CreditReservation, Store } from '../../../core/store/types.ts'
+import type { CreditGrant, CreditReservation, Store } from '../../../core/store/types.ts'
+import { ledgerSum } from '../../../core/store/credit-balance.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
 
 interface Teardowns {
@@ -62,6 +63,10 @@ function reservation(fields: Partial<CreditReservation> = {}): CreditReservation
   return { id: `r${++sequence}-${randomBytes(3).toString('hex')}`, projectId: 'demo', period: '2026-11', allocation: 100, amount: 1, apiType: 'MIRROR', ...fields }
 }
 
+function grant(fields: Partial<CreditGrant> = {}): CreditGrant {
+  return { id: `topup:${++sequence}-${randomBytes(3).toString('hex')}`, projectId: 'demo', period: '2026-11', allocation: 100, amount: 10, reason: 'top_up', actor: 'alice', ...fields }
+}
+
 for (const engine of engines) {
   t.test(engine.name, async (t) => {
     if (!(await engine.available(t))) return
@@ -71,7 +76,7 @@ for (const engine of engines) {
       const results = await Promise.all(Array.from({ length: 1000 }, () => store.reserveCredits(reservation({ projectId: 'p-over' }))))
       t.equal(results.filter((r) => r.ok).length, 100)
       const balance = await store.balance('p-over', '2026-11', 100)
-      t.same(balance, { projectId: 'p-over', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
+      t.same(balance, { projectId: 'p-over', period: '2026-11', allocation: 100, granted: 0, used: 100, remaining: 0 })
     })
 
     t.test('lifecycle: reserve, commit, release, partial refund, close', async (t) => {
@@ -125,12 +130,98 @@ for (const engine of engines) {
       await t.rejects(store.refundPart(r.id, -2), RangeError)
     })
 
+    t.test('grants: a grant lets through what the allocation refused; same id grants once', async (t) => {
+      const open = engine.opener(t)
+      const store = await open()
+      t.ok((await store.reserveCredits(reservation({ projectId: 'g', allocation: 10, amount: 10 }))).ok)
+      const refused = await store.reserveCredits(reservation({ projectId: 'g', allocation: 10, amount: 5 }))
+      t.notOk(refused.ok, 'the allocation is used up')
+      const g = grant({ projectId: 'g', allocation: 10, amount: 7 })
+      const first = await store.grantCredits(g)
+      t.same(first, { created: true, balance: { projectId: 'g', period: '2026-11', allocation: 10, granted: 7, used: 10, remaining: 7 } })
+      const again = await store.grantCredits({ ...g, amount: 1000 })
+      t.same(again, { created: false, balance: first.balance }, 'the same id again grants nothing, whatever its amount')
+      const passed = await store.reserveCredits(reservation({ projectId: 'g', allocation: 10, amount: 5 }))
+      t.ok(passed.ok, 'the reservation refused before passes now')
+      t.same(passed.balance, { projectId: 'g', period: '2026-11', allocation: 10, granted: 7, used: 15, remaining: 2 })
+      t.notOk((await store.reserveCredits(reservation({ projectId: 'g', allocation: 10, amount: 3 }))).ok, 'no more than allocation + granted')
+      t.same(await store.balance('g', '2026-12', 10), { projectId: 'g', period: '2026-12', allocation: 10, granted: 0, used: 0, remaining: 10 }, 'a grant counts in its own period only')
+      // A grant to a period nobody reserved in yet creates its balance; more than the allocation then passes.
+      await store.grantCredits(grant({ projectId: 'fresh', allocation: 0, amount: 4 }))
+      t.ok((await store.reserveCredits(reservation({ projectId: 'fresh', allocation: 0, amount: 4 }))).ok, 'a project with allocation 0 runs on grants')
+      t.notOk((await store.reserveCredits(reservation({ projectId: 'fresh', allocation: 0, amount: 1 }))).ok)
+
+      await t.rejects(store.grantCredits(grant({ amount: 0 })), RangeError)
+      await t.rejects(store.grantCredits(grant({ amount: 1.5 })), RangeError)
+      await t.rejects(store.grantCredits(grant({ id: '' })), TypeError)
+      await t.rejects(store.grantCredits(grant({ reason: '' })), TypeError)
+    })
+
+    t.test('grants: 20 concurrent grants of one id grant once; durable across a reopen', async (t) => {
+      const open = engine.opener(t)
+      const store = await open()
+      const g = grant({ projectId: 'race', amount: 25 })
+      const results = await Promise.all(Array.from({ length: 20 }, () => store.grantCredits(g)))
+      t.equal(results.filter((r) => r.created).length, 1, 'exactly one grant is created')
+      t.equal((await store.balance('race', '2026-11', 100)).granted, 25)
+      if (engine.shared) {
+        const other = await open()
+        const g2 = grant({ projectId: 'race', amount: 5 })
+        const both = await Promise.all([store.grantCredits(g2), other.grantCredits(g2), other.grantCredits(g2), store.grantCredits(g2)])
+        t.equal(both.filter((r) => r.created).length, 1, 'two instances granting the same id at once: one grant')
+        t.equal((await other.balance('race', '2026-11', 100)).granted, 30)
+      } else {
+        await store.close()
+        const reopened = await open()
+        t.equal((await reopened.balance('race', '2026-11', 100)).granted, 25, 'the grant is on disk')
+        t.equal((await reopened.grantCredits(g)).created, false, 'and its id still known')
+      }
+    })
+
+    t.test('ledger: the entries add up exactly to the balance after mixed traffic, refunds and grants', async (t) => {
+      const store = await engine.opener(t)()
+      const allocation = 50
+      const r = (amount: number, apiType = 'MIRROR') => reservation({ projectId: 'led', allocation, amount, apiType })
+      const check = async (label: string) => {
+        const { balance, entries } = await store.creditLedger('led', '2026-11', allocation)
+        t.equal(ledgerSum(entries), balance.allocation + balance.granted - balance.used, `${label}: entries sum to allocation + granted - used`)
+        t.same(balance, await store.balance('led', '2026-11', allocation), `${label}: the ledger's balance is the balance`)
+        return { balance, entries }
+      }
+      const a = r(10)
+      const b = r(7, 'PRIVNET_RPC')
+      const c = r(5, 'PRIVNET_RPC')
+      const d = r(3)
+      for (const x of [a, b, c, d]) t.ok((await store.reserveCredits(x)).ok)
+      await store.commitCredits(a.id)
+      await store.commitCredits(b.id)
+      await store.refundPart(b.id, 2)
+      await store.releaseCredits(c.id)
+      await check('mixed, with one pending')
+      await store.grantCredits(grant({ projectId: 'led', allocation, amount: 20, reason: 'x402', actor: '0xpayer' }))
+      await store.grantCredits(grant({ projectId: 'led', allocation, amount: 5 }))
+      await store.commitCredits(d.id)
+      const e = r(40)
+      t.ok((await store.reserveCredits(e)).ok, 'the grants admit a reservation past the allocation')
+      await store.commitCredits(e.id)
+      await store.refundPart(a.id, 10)
+      const { balance, entries } = await check('after grants and refunds')
+      t.same(balance, { projectId: 'led', period: '2026-11', allocation, granted: 25, used: 48, remaining: 27 })
+      t.same(entries.map((x) => x.kind), ['allocation', 'grant', 'grant', 'charge', 'charge'])
+      const charges = entries.filter((x) => x.kind === 'charge')
+      t.same(charges.map((x) => [x.kind === 'charge' && x.apiType, x.amount]).sort(), [['MIRROR', -43], ['PRIVNET_RPC', -5]], 'charges per API type (and hour)')
+      const grants = entries.filter((x) => x.kind === 'grant')
+      t.match(grants[0], { kind: 'grant', reason: 'x402', actor: '0xpayer', amount: 20 })
+      t.ok(grants.every((x) => x.kind === 'grant' && !Number.isNaN(Date.parse(x.at))), 'each grant has its time')
+      t.same((await store.creditLedger('nobody', '2026-11', 9)).entries, [{ kind: 'allocation', amount: 9 }], 'an untouched period is its allocation')
+    })
+
     t.test('the allocation comes from each call; periods are separate balances', async (t) => {
       const store = await engine.opener(t)()
       t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 5, amount: 5 }))).ok)
       const denied = await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 5, amount: 1 }))
       t.notOk(denied.ok)
-      t.same(denied.balance, { projectId: 'alloc', period: '2026-11', allocation: 5, used: 5, remaining: 0 })
+      t.same(denied.balance, { projectId: 'alloc', period: '2026-11', allocation: 5, granted: 0, used: 5, remaining: 0 })
       t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 6, amount: 1 }))).ok, 'a raised allocation applies at once')
       t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', period: '2026-12', allocation: 5, amount: 5 }))).ok, 'a new period starts empty')
       t.notOk((await store.reserveCredits(reservation({ projectId: 'alloc', period: '2027-01', allocation: 5, amount: 6 }))).ok, 'more than the allocation never passes')

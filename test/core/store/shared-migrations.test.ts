@@ -26,6 +26,7 @@ t.test('shared engine migrations', async (t) => {
     const rows = await sql<{ module: string; version: number }>(schema, 'SELECT module, version FROM tollgate_migrations ORDER BY module, version')
     t.same(rows, [
       { module: 'core', version: 1 },
+      { module: 'core', version: 2 },
       { module: 'settings', version: 1 },
       { module: 'settings-test', version: 1 },
     ], 'each migration recorded once (the run-time settings tables are a module of their own)')
@@ -40,7 +41,7 @@ t.test('shared engine migrations', async (t) => {
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', $1, 'from the future')", [coreMigrations.migrations.length + 1])
     const opening = openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix: freshPrefix(t) })
     await t.rejects(opening, { name: 'Error', code: 'schema_too_new' })
-    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 2 of the core tables, but this tollgate knows only up to version 1/)
+    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 3 of the core tables, but this tollgate knows only up to version 2/)
   })
 
   t.test('migrations of a set must be numbered 1, 2, 3...', async (t) => {
@@ -58,12 +59,13 @@ t.test('shared engine migrations', async (t) => {
     const first = run()
     t.equal(first.status, 0, first.stderr)
     t.match(first.stdout, /applied core 1: credits, usage, documents, instances/)
+    t.match(first.stdout, /applied core 2: credit grants/)
     t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
-    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 1, settings 1\\); 2 migration\\(s\\) applied`))
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 2, settings 1\\); 3 migration\\(s\\) applied`))
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
     const refused = run()
     t.equal(refused.status, 1)
-    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 1/)
+    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 2/)
     const missing = spawnSync(process.execPath, [BIN, 'migrate', '-c', file], { env: { ...process.env, DATABASE_URL: '', REDIS_URL: '' }, encoding: 'utf8' })
     t.equal(missing.status, 1, 'a config without the URLs is refused by the schema')
   })

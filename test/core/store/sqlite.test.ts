@@ -62,8 +62,8 @@ t.test('no overspend: 1,000 concurrent reservations against 100 credits', async 
   t.equal(results.filter((r) => r.ok).length, 100, 'exactly 100 accepted')
   t.equal(results.filter((r) => !r.ok).length, 900, 'exactly 900 refused')
   const refused = results.find((r) => !r.ok)!
-  t.same(refused.balance, { projectId: 'demo', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
-  t.same(await store.balance('demo', '2026-11', 100), { projectId: 'demo', period: '2026-11', allocation: 100, used: 100, remaining: 0 })
+  t.same(refused.balance, { projectId: 'demo', period: '2026-11', allocation: 100, granted: 0, used: 100, remaining: 0 })
+  t.same(await store.balance('demo', '2026-11', 100), { projectId: 'demo', period: '2026-11', allocation: 100, granted: 0, used: 100, remaining: 0 })
   t.equal((await store.balance('other', '2026-11', 100)).used, 0, 'other projects are untouched')
 })
 
@@ -171,7 +171,7 @@ t.test('reservation lifecycle: reserve, commit, release, partial refund', async 
 
   const first = await store.reserveCredits(reservation('a', { amount: 10 }))
   t.ok(first.ok)
-  t.same(first.balance, { projectId: 'demo', period: '2026-11', allocation: 100, used: 10, remaining: 90 }, 'a pending reservation counts at once')
+  t.same(first.balance, { projectId: 'demo', period: '2026-11', allocation: 100, granted: 0, used: 10, remaining: 90 }, 'a pending reservation counts at once')
   t.same(await store.getReservation('a'), {
     id: 'a', projectId: 'demo', period: '2026-11', apiType: 'MIRROR', amount: 10, charged: 10, state: 'pending', createdAt: 1_700_000_000_000,
   })
@@ -221,7 +221,7 @@ t.test('the allocation comes from each call: a raised allocation applies at once
   t.notOk((await store.reserveCredits(reservation('b', { amount: 1, allocation: 10 }))).ok)
   t.ok((await store.reserveCredits(reservation('c', { amount: 1, allocation: 20 }))).ok)
   t.notOk((await store.reserveCredits(reservation('d', { amount: 50, allocation: 40 }))).ok, 'a first charge above the allocation is refused')
-  t.same(await store.balance('demo', '2026-11', 5), { projectId: 'demo', period: '2026-11', allocation: 5, used: 11, remaining: 0 })
+  t.same(await store.balance('demo', '2026-11', 5), { projectId: 'demo', period: '2026-11', allocation: 5, granted: 0, used: 11, remaining: 0 })
 })
 
 t.test('periods roll over: late commits and releases touch the reservation period only', async (t) => {
@@ -489,4 +489,34 @@ t.test('measurement (printed, not asserted): reserve + commit pairs, 1 and 50 in
     )
   }
   t.pass('measured')
+})
+
+t.test('ledger of a database written before the per-hour charge lines: one earlier_charges entry keeps the sum exact', async (t) => {
+  const dataDir = tempDir(t)
+  const first = openSqliteStore({ dataDir, clock: () => Date.UTC(2026, 10, 21, 9, 30) })
+  for (const [id, amount] of [['old-1', 4], ['old-2', 6]] as const) {
+    t.ok((await first.reserveCredits(reservation(id, { amount }))).ok)
+    await first.commitCredits(id)
+  }
+  await first.close()
+  // What an older version left: the period's sum, no charge lines.
+  const db = new Database(path.join(dataDir, 'tollgate.db'))
+  db.prepare('DELETE FROM credit_charges').run()
+  db.close()
+  const store = openSqliteStore({ dataDir, clock: () => Date.UTC(2026, 10, 21, 10, 5) })
+  t.teardown(() => store.close())
+  t.ok((await store.reserveCredits(reservation('new-1', { amount: 3, apiType: 'PRIVNET_RPC' }))).ok)
+  await store.commitCredits('new-1')
+  t.ok((await store.reserveCredits(reservation('new-2', { amount: 2 }))).ok, 'one still pending')
+  await store.grantCredits({ id: 'topup:1', projectId: 'demo', period: '2026-11', allocation: 100, amount: 7, reason: 'top_up', actor: 'ops' })
+  const { balance, entries } = await store.creditLedger('demo', '2026-11', 100)
+  t.same(balance, { projectId: 'demo', period: '2026-11', allocation: 100, granted: 7, used: 15, remaining: 92 })
+  t.same(entries, [
+    { kind: 'allocation', amount: 100 },
+    { kind: 'grant', id: 'topup:1', reason: 'top_up', actor: 'ops', at: '2026-11-21T10:05:00.000Z', amount: 7 },
+    { kind: 'charge', apiType: 'PRIVNET_RPC', hour: '2026-11-21T10:00:00.000Z', amount: -3 },
+    { kind: 'earlier_charges', amount: -10 },
+    { kind: 'pending', amount: -2 },
+  ])
+  t.equal(entries.reduce((sum, e) => sum + e.amount, 0), balance.remaining)
 })

@@ -82,3 +82,27 @@ t.test('upto: a permit naming another facilitator is refused before anything is 
   const result = await settleExact(f.ctx, { ...body, paymentRequirements: { ...body.paymentRequirements, amount: '100' } }, opts)
   t.match(result, { success: false, errorReason: 'upto_facilitator_mismatch', transaction: '' })
 })
+
+t.test('a 64-byte EIP-2098 compact signature verifies and settles like its 65-byte form', async (t) => {
+  const { parseSignature, serializeCompactSignature, signatureToCompactSignature } = await import('viem')
+  const { verifyExact } = await import('../../../plugins/x402-facilitator/evm/verify.ts')
+  const body = await sdkBodyV2(f, payer, permit2RequirementsV2(f))
+  const full = body.paymentPayload.payload.signature as `0x${string}`
+  const compact = serializeCompactSignature(signatureToCompactSignature(parseSignature(full)))
+  t.equal((compact.length - 2) / 2, 64, 'the compact form is 64 bytes')
+  const compactBody = { ...body, paymentPayload: { ...body.paymentPayload, payload: { ...body.paymentPayload.payload, signature: compact } } }
+  t.match(await verifyExact(f.ctx, compactBody), { isValid: true, payer: accounts.payer.address })
+
+  // One bit of r flipped: recovers to someone else.
+  const flipped = `${compact.slice(0, 2)}${(Number.parseInt(compact.slice(2, 3), 16) ^ 1).toString(16)}${compact.slice(3)}` as `0x${string}`
+  const bad = { ...body, paymentPayload: { ...body.paymentPayload, payload: { ...body.paymentPayload.payload, signature: flipped } } }
+  t.match(await verifyExact(f.ctx, bad), { isValid: false, invalidReason: 'invalid_permit2_signature' })
+  // 63 bytes: neither form.
+  const short = { ...body, paymentPayload: { ...body.paymentPayload, payload: { ...body.paymentPayload.payload, signature: compact.slice(0, -2) } } }
+  t.match(await verifyExact(f.ctx, short), { isValid: false })
+
+  const [payerBefore, payeeBefore] = await balances(...parties)
+  const settled = await settleExact(f.ctx, compactBody, opts)
+  t.match(settled, { success: true, payer: accounts.payer.address, transaction: /^0x[0-9a-f]{64}$/ })
+  t.same(await balances(...parties), [payerBefore - BigInt(price), payeeBefore + BigInt(price)], 'the price moved once')
+})

@@ -100,6 +100,12 @@ function contract(name: string, open: () => Promise<{ settings: SettingsStore; r
     await settings.updateProject('acme', { plan: 'x' }, 'eve')
     await new Promise((r) => setTimeout(r, 100))
     t.equal(heard.length, 10, 'an unsubscribed listener hears nothing')
+
+    const before = await settings.read()
+    const topUp = await settings.recordAction('acme', 'credits.top_up', { grant: 'topup:acme:k1', amount: 5 }, 'frank')
+    t.same([topUp.seq, topUp.action, topUp.actor, topUp.detail], [12, 'credits.top_up', 'frank', { grant: 'topup:acme:k1', amount: 5 }])
+    t.same((await settings.audit({ projectId: 'acme', limit: 1 }))[0], topUp, 'an action is in the audit trail')
+    t.same((await settings.read()).projects, before.projects, 'and changes no setting')
   })
 }
 
