@@ -223,6 +223,11 @@ export class SharedStore implements Store {
     return this.batch.stats()
   }
 
+  /** Rate-limit script calls to Redis and the decisions they carried since open (one call per turn). */
+  rateStats(): { calls: number; takes: number } {
+    return this.buckets.stats()
+  }
+
   /** Holds remembered and releases awaiting PostgreSQL (for tests). */
   creditCounts(): { held: number; unconfirmedReleases: number } {
     return this.credits.counts()
