@@ -90,6 +90,17 @@ export interface PgBatchStats {
 /** Most writes sent in one batch. */
 export const MAX_BATCH_OPS = 1000
 
+// A named statement: each connection parses and plans it once, then sends only Bind/Execute.
+const APPLY_STATEMENT = 'tollgate_apply'
+const APPLY_SQL = 'SELECT tollgate_apply($1::jsonb, $2) AS r'
+
+/** The batch's ops as the JSON array `tollgate_apply` reads, without an intermediate array. */
+function serialise(batch: Queued[]): string {
+  let text = '['
+  for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + JSON.stringify(batch[i]!.op)
+  return text + ']'
+}
+
 /** Group commit over `tollgate_apply` (see the top of this file). */
 export class PgBatcher {
   private queue: Queued[] = []
@@ -152,7 +163,7 @@ export class PgBatcher {
   private async run(batch: Queued[]): Promise<void> {
     let results: unknown[]
     try {
-      const { rows } = await this.pool.query<{ r: unknown[] }>('SELECT tollgate_apply($1::jsonb, $2) AS r', [JSON.stringify(batch.map((q) => q.op)), this.owner])
+      const { rows } = await this.pool.query<{ r: unknown[] }>({ name: APPLY_STATEMENT, text: APPLY_SQL, values: [serialise(batch), this.owner] })
       results = rows[0]!.r
       this.counters.batches++
       this.counters.ops += batch.length

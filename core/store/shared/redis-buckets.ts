@@ -81,13 +81,23 @@ export interface RedisBucketsOptions {
   /** Prefix of every key this store writes. */
   keyPrefix: string
   onError?: (error: Error) => void
+  /** A script call unanswered this long fails its decisions (default {@link CALL_TIMEOUT_MS}). */
+  callTimeoutMs?: number
 }
 
-/** Opens a client that fails fast while disconnected and reconnects with a capped backoff. */
+/** A script call Redis has not answered in this long fails its decisions with `store_unavailable`. */
+export const CALL_TIMEOUT_MS = 5000
+
+/**
+ * Opens a client that fails fast while disconnected and reconnects with a capped backoff. The
+ * client's own per-command timeout is off: it arms an AbortSignal per command, which cost more than
+ * the rest of a decision; the bucket calls keep one plain timer per call instead ({@link CALL_TIMEOUT_MS}).
+ */
 export function openRedis(url: string, onError: (error: Error) => void) {
   const client = createClient({
     url,
     disableOfflineQueue: true,
+    commandOptions: { timeout: 0 },
     socket: {
       connectTimeout: 2000,
       reconnectStrategy: (retries) => Math.min(50 * 2 ** retries, 1000),
@@ -113,6 +123,7 @@ export class RedisBuckets {
   readonly client: RedisClient
   private readonly prefix: string
   private connecting: Promise<unknown> | undefined
+  private readonly callTimeoutMs: number
   private queue: QueuedTake[] = []
   private scheduled = false
   /** Script calls made and decisions in them, since open. */
@@ -120,6 +131,7 @@ export class RedisBuckets {
 
   constructor(options: RedisBucketsOptions) {
     this.prefix = `${options.keyPrefix}rate:`
+    this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS
     this.client = openRedis(options.url, options.onError ?? (() => {}))
   }
 
@@ -170,6 +182,15 @@ export class RedisBuckets {
       args[i * 3 + 2] = String(take.cost)
     }
     const options = { keys, arguments: args }
+    let settled = false
+    const fail = (error: unknown) => {
+      if (settled) return
+      settled = true
+      const failure = redisFailure(error)
+      for (const take of batch) take.reject(failure)
+    }
+    // A late answer is dropped: its decisions were already refused with store_unavailable.
+    const timer = setTimeout(() => fail(new Error(`Redis did not answer within ${this.callTimeoutMs} ms`)), this.callTimeoutMs)
     let reply: unknown[]
     try {
       try {
@@ -179,10 +200,13 @@ export class RedisBuckets {
         reply = (await this.client.eval(TAKE_SCRIPT, options)) as unknown[]
       }
     } catch (error) {
-      const failure = redisFailure(error)
-      for (const take of batch) take.reject(failure)
+      fail(error)
       return
+    } finally {
+      clearTimeout(timer)
     }
+    if (settled) return
+    settled = true
     this.counters.calls++
     this.counters.takes += batch.length
     for (let i = 0; i < batch.length; i++) {
