@@ -291,8 +291,19 @@ BEGIN
       END IF;
     ELSIF kind = 'commit' OR kind = 'release' OR kind = 'refund' THEN
       durable := true;
-      SELECT state, charged, project_id, period INTO h FROM credit_holds WHERE id = hold_id FOR UPDATE;
-      held := FOUND;
+      IF kind = 'commit' THEN
+        -- The common case in one statement: a pending hold becomes committed.
+        UPDATE credit_holds SET state = 'committed', settled_at = now() WHERE id = hold_id AND state = 'pending'
+        RETURNING 'pending'::text AS state, charged, project_id, period INTO h;
+        held := FOUND;
+        IF NOT held THEN
+          SELECT state, charged, project_id, period INTO h FROM credit_holds WHERE id = hold_id;
+          held := FOUND;
+        END IF;
+      ELSE
+        SELECT state, charged, project_id, period INTO h FROM credit_holds WHERE id = hold_id FOR UPDATE;
+        held := FOUND;
+      END IF;
       IF held THEN
         k := array_position(b_key, h.project_id || chr(31) || h.period);
         IF k IS NULL THEN
@@ -310,7 +321,6 @@ BEGIN
         IF NOT held THEN
           res := '"missing"';
         ELSIF h.state = 'pending' THEN
-          UPDATE credit_holds SET state = 'committed', settled_at = now() WHERE id = hold_id;
           b_pending[k] := b_pending[k] - h.charged;
           b_used[k] := b_used[k] + h.charged;
           b_dirty[k] := true;
