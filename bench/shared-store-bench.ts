@@ -12,6 +12,12 @@
  *
  *   node --import tsx bench/shared-store-bench.ts [--seconds 10] [--rounds 3] [--pairs 5000]
  *       [--postgres URL] [--redis URL]      (defaults: $DATABASE_URL / $REDIS_URL, else 127.0.0.1)
+ *       [--profile DIR]                     (gateways run with --cpu-prof into DIR)
+ *       [--no-pairs]                        (skip part 2)
+ *
+ * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
+ * connections and of the Redis server (all of it: other clients count too), per request: the
+ * gateway column alone leaves out the work the shared engine moves into those servers.
  *
  * Core layout as bench/lib/targets.ts: load generator and upstream on core 0, gateway on core 1;
  * PostgreSQL and Redis run where the OS puts them. Uses a fresh schema and key prefix, dropped at the end.
@@ -29,6 +35,7 @@ import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.t
 import { cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
+import { backendsOf, redisServerPid, serverCpu } from './lib/server-cpu.ts'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const { values } = parseArgs({
@@ -39,6 +46,8 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '50' },
     postgres: { type: 'string', default: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
     redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+    profile: { type: 'string' },
+    'no-pairs': { type: 'boolean', default: false },
   },
 })
 const seconds = bounded('seconds', values.seconds, 1, 600)
@@ -58,6 +67,9 @@ interface Engine {
   url: string
   rps: number[]
   cpuPerRequest: number[]
+  /** Shared engine only: PostgreSQL backends' and Redis server's CPU µs per request. */
+  pgPerRequest: number[]
+  redisPerRequest: number[]
 }
 
 try {
@@ -74,17 +86,26 @@ try {
   for (const engine of engines) await runLoad(engine.url, Math.min(2, seconds))
   for (let round = 0; round < rounds; round++) {
     for (const engine of round % 2 ? [...engines].reverse() : engines) {
+      const backends = engine === shared ? await backendsOf(values.postgres, engine.proc.pid) : []
+      const redisPid = engine === shared ? redisServerPid() : undefined
+      const serversBefore = serverCpu(backends, redisPid)
       const before = cpuMicros(engine.proc.pid)
       const result = await runLoad(engine.url, seconds)
       const cpu = cpuMicros(engine.proc.pid) - before
+      const serversAfter = serverCpu(backends, redisPid)
       if (result.failures > 0) console.error(`${engine.label}: ${result.failures} failed requests in round ${round + 1}`)
+      const requests = Math.max(1, result.requests)
       engine.rps.push(result.rps)
-      engine.cpuPerRequest.push(cpu / Math.max(1, result.requests))
+      engine.cpuPerRequest.push(cpu / requests)
+      engine.pgPerRequest.push((serversAfter.postgres - serversBefore.postgres) / requests)
+      engine.redisPerRequest.push((serversAfter.redis - serversBefore.redis) / requests)
     }
   }
-  const row = (e: Engine) => `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} |`
+  const serverColumns = (e: Engine) => (e === shared ? `${median(e.pgPerRequest).toFixed(1)} | ${median(e.redisPerRequest).toFixed(1)}` : '— | —')
+  const row = (e: Engine) =>
+    `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} |`
   console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
-  console.log('| engine | req/s | gateway CPU µs/request |\n|---|---:|---:|')
+  console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round |\n|---|---:|---:|---:|---:|---|')
   console.log(row(embedded))
   console.log(row(shared))
   const rpsRatio = median(shared.rps) / median(embedded.rps)
@@ -92,9 +113,11 @@ try {
   console.log(`\nshared / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request ${cpuRatio.toFixed(2)}× (target <= 1.3×)`)
   await stopAll()
 
-  console.log(`\n### Reserve + commit pairs against PostgreSQL alone (${pairs} pairs per run)\n`)
-  console.log('| in flight | pairs/s | ms per pair (wall, per request) | round trips (batches) per pair |\n|---:|---:|---:|---:|')
-  for (const inFlight of [1, 50]) console.log(await pairsPerSecond(inFlight))
+  if (!values['no-pairs']) {
+    console.log(`\n### Reserve + commit pairs against PostgreSQL alone (${pairs} pairs per run)\n`)
+    console.log('| in flight | pairs/s | ms per pair (wall, per request) | round trips (batches) per pair |\n|---:|---:|---:|---:|')
+    for (const inFlight of [1, 50]) console.log(await pairsPerSecond(inFlight))
+  }
 } finally {
   await stopAll()
   await cleanUp()
@@ -106,10 +129,11 @@ async function startGateway(label: string, store: string, upstreamUrl: string): 
   const configFile = join(mkdtempSync(join(dir, 'gw-')), 'gateway.yaml')
   const config = tollgateConfig({ port, adminPort, upstreamUrl, empty: false, typical: true }).replace(/store:\n {2}dataDir: \.\/data\n/, store)
   writeFileSync(configFile, config)
-  const proc = startPinned(label, PROXY_CORE, process.execPath, [join(ROOT, 'bin/tollgate.js'), 'start', '-c', configFile])
+  const profileFlags = values.profile ? ['--cpu-prof', '--cpu-prof-dir', values.profile, '--cpu-prof-name', `${label.split(' ')[0]}-${process.pid}.cpuprofile`] : []
+  const proc = startPinned(label, PROXY_CORE, process.execPath, [...profileFlags, join(ROOT, 'bin/tollgate.js'), 'start', '-c', configFile])
   const url = `http://127.0.0.1:${port}/bench/${BENCH_KEY}`
   await waitForHttp(url, proc, 200, 60_000)
-  return { label, proc, url, rps: [], cpuPerRequest: [] }
+  return { label, proc, url, rps: [], cpuPerRequest: [], pgPerRequest: [], redisPerRequest: [] }
 }
 
 async function pairsPerSecond(inFlight: number): Promise<string> {

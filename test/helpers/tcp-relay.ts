@@ -2,7 +2,8 @@
  * A TCP relay on 127.0.0.1 between a gateway and a server (PostgreSQL, Redis). `sever()` destroys
  * every relayed connection and stops listening, so new connections are refused (ECONNREFUSED):
  * from the gateway's side that is the server going away, without stopping a server other tests use.
- * `restore()` listens again on the same port.
+ * `restore()` listens again on the same port. `stall()` keeps the connections open but stops passing
+ * the server's answers on (a server that hangs); `unstall()` passes them on again.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
@@ -14,12 +15,17 @@ export interface TcpRelay {
   sever(): Promise<void>
   restore(): Promise<void>
   close(): Promise<void>
+  stall(): void
+  unstall(): void
   /** Connections relayed so far. */
   readonly accepted: number
 }
 
 export async function startTcpRelay(targetHost: string, targetPort: number): Promise<TcpRelay> {
   const sockets = new Set<Socket>()
+  /** Server side → client side of each relayed connection. */
+  const pairs = new Map<Socket, Socket>()
+  let stalled = false
   let accepted = 0
   const onConnection = (client: Socket) => {
     accepted++
@@ -31,11 +37,13 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
       server.destroy()
       sockets.delete(client)
       sockets.delete(server)
+      pairs.delete(server)
     }
     client.on('error', drop).on('close', drop)
     server.on('error', drop).on('close', drop)
     client.pipe(server)
-    server.pipe(client)
+    pairs.set(server, client)
+    if (!stalled) server.pipe(client)
   }
   let server: Server = createServer(onConnection)
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
@@ -68,5 +76,16 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
       listening = true
     },
     close: stop,
+    stall() {
+      stalled = true
+      for (const [server, client] of pairs) {
+        server.unpipe(client)
+        server.pause()
+      }
+    },
+    unstall() {
+      stalled = false
+      for (const [server, client] of pairs) server.pipe(client)
+    },
   }
 }

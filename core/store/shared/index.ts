@@ -60,6 +60,8 @@ export interface SharedStoreOptions {
   usageFlushMs?: number
   /** Settled reservations nobody closed are forgotten after this long (default 10 minutes). */
   reservationRetentionMs?: number
+  /** A rate-limit call Redis leaves unanswered this long fails with 503 `store_unavailable` (default 5000 ms). */
+  redisTimeoutMs?: number
   /** Failures of background work and of idle connections. Default: a process warning. */
   onBackgroundError?: (error: unknown) => void
 }
@@ -132,7 +134,7 @@ export class SharedStore implements Store {
     this.batch = new PgBatcher(this.pool, this.instanceId)
     this.credits = new SharedCreditLedger(this.pool, this.batch, this.clock)
     this.usage = new SharedUsageLog(this.pool)
-    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {} })
+    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {}, callTimeoutMs: options.redisTimeoutMs })
     this.settings = new PostgresSettings({
       pool: this.pool,
       channel: settingsChannel(this.schema),
@@ -231,6 +233,11 @@ export class SharedStore implements Store {
   /** Group-commit counters since open: batches (transactions, round trips) and writes in them. */
   writeStats(): PgBatchStats {
     return this.batch.stats()
+  }
+
+  /** Rate-limit script calls to Redis and the decisions they carried since open (one call per turn). */
+  rateStats(): { calls: number; takes: number } {
+    return this.buckets.stats()
   }
 
   /** Holds remembered and releases awaiting PostgreSQL (for tests). */

@@ -90,6 +90,17 @@ export interface PgBatchStats {
 /** Most writes sent in one batch. */
 export const MAX_BATCH_OPS = 1000
 
+// A named statement: each connection parses and plans it once, then sends only Bind/Execute.
+const APPLY_STATEMENT = 'tollgate_apply'
+const APPLY_SQL = 'SELECT tollgate_apply($1::jsonb, $2) AS r'
+
+/** The batch's ops as the JSON array `tollgate_apply` reads, without an intermediate array. */
+function serialise(batch: Queued[]): string {
+  let text = '['
+  for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + JSON.stringify(batch[i]!.op)
+  return text + ']'
+}
+
 /** Group commit over `tollgate_apply` (see the top of this file). */
 export class PgBatcher {
   private queue: Queued[] = []
@@ -97,6 +108,12 @@ export class PgBatcher {
   private inFlight: Promise<void> | undefined
   private readonly counters: PgBatchStats = { batches: 0, ops: 0 }
   private closed = false
+  /**
+   * The connection batches go out on, kept between batches (one batch is in flight at a time):
+   * a pool checkout and release per batch cost more than the rest of its client-side work.
+   * Dropped (and destroyed) after any error; the next batch checks out a fresh one.
+   */
+  private client: pg.PoolClient | undefined
 
   constructor(
     private readonly pool: pg.Pool,
@@ -128,6 +145,7 @@ export class PgBatcher {
   async close(): Promise<void> {
     await this.idle()
     this.closed = true
+    this.dropClient()
   }
 
   private schedule(): void {
@@ -149,14 +167,38 @@ export class PgBatcher {
     })
   }
 
+  private async checkOut(): Promise<pg.PoolClient> {
+    const client = await this.pool.connect()
+    // Held between batches, the client is not the pool's idle one: its connection errors (server
+    // gone while no batch runs) are ours to catch, else they would be an unhandled 'error' event.
+    client.on('error', this.onClientError)
+    this.client = client
+    return client
+  }
+
+  private readonly onClientError = (error: Error): void => {
+    if (this.client !== undefined) this.dropClient(this.client, error)
+  }
+
+  /** Gives the held client back: destroyed when `error` is given, else kept by the pool. */
+  private dropClient(client = this.client, error?: Error): void {
+    if (client === undefined || client !== this.client) return
+    this.client = undefined
+    client.off('error', this.onClientError)
+    client.release(error)
+  }
+
   private async run(batch: Queued[]): Promise<void> {
     let results: unknown[]
+    let client: pg.PoolClient | undefined
     try {
-      const { rows } = await this.pool.query<{ r: unknown[] }>('SELECT tollgate_apply($1::jsonb, $2) AS r', [JSON.stringify(batch.map((q) => q.op)), this.owner])
+      client = this.client ?? (await this.checkOut())
+      const { rows } = await client.query<{ r: unknown[] }>({ name: APPLY_STATEMENT, text: APPLY_SQL, values: [serialise(batch), this.owner] })
       results = rows[0]!.r
       this.counters.batches++
       this.counters.ops += batch.length
     } catch (error) {
+      if (client !== undefined) this.dropClient(client, error as Error)
       const failure = pgFailure(error)
       for (const queued of batch) queued.reject(failure)
       return

@@ -1,7 +1,10 @@
 /**
- * Rate-limit token buckets in Redis, shared by every instance: one Lua script per decision (refill
- * from Redis's own clock, take, store, expire), so a decision is atomic and costs one round trip;
- * decisions issued in the same event-loop turn leave in one socket write (node-redis pipelines them).
+ * Rate-limit token buckets in Redis, shared by every instance. The decisions asked for during one
+ * event-loop turn leave together as ONE script call (EVALSHA with one key per decision; a key may
+ * repeat): Redis runs it atomically, reads its own clock once, and takes from the buckets in the
+ * order the decisions were asked, exactly as one call per decision would, so the limits stay exact
+ * while the per-decision cost (command encoding, reply parsing, the client's per-command timeout
+ * timer) is paid once per turn. A bucket taken several times in one call is read and written once.
  * The script is called by EVALSHA and loaded with EVAL when Redis answers NOSCRIPT (a restart or
  * SCRIPT FLUSH empties its cache).
  *
@@ -15,32 +18,60 @@ import { createClient } from 'redis'
 import { errors, GatewayError } from '../../errors.ts'
 import type { RateDecision } from '../types.ts'
 
+// KEYS[i] is decision i's bucket; ARGV[3i-2..3i] its capacity, refill per second and cost. Returns
+// {allowed_1, tokens_1, allowed_2, tokens_2, ...}. Buckets seen before in the call are taken from
+// the state in `seen`, and every bucket is written back once at the end, with the expiry the last
+// decision on it gives (what the last of separate calls would have left).
 const TAKE_SCRIPT = `
-local capacity = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 't', 'a')
-local tokens = tonumber(state[1])
-local at = tonumber(state[2])
-if tokens == nil or at == nil then
-  tokens = capacity
-  at = now
-else
-  tokens = math.min(capacity, tokens + math.max(0, now - at) * rate / 1000)
-  if now > at then at = now end
+local seen = {}
+local order = {}
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local capacity = tonumber(ARGV[i * 3 - 2])
+  local rate = tonumber(ARGV[i * 3 - 1])
+  local cost = tonumber(ARGV[i * 3])
+  local b = seen[key]
+  if b == nil then
+    local state = redis.call('HMGET', key, 't', 'a')
+    b = { tokens = tonumber(state[1]), at = tonumber(state[2]) }
+    seen[key] = b
+    order[#order + 1] = key
+  end
+  local tokens = b.tokens
+  local at = b.at
+  if tokens == nil or at == nil then
+    tokens = capacity
+    at = now
+  else
+    tokens = math.min(capacity, tokens + math.max(0, now - at) * rate / 1000)
+    if now > at then at = now end
+  end
+  local allowed = 0
+  if cost <= capacity and tokens + 1e-9 >= cost then
+    allowed = 1
+    tokens = math.max(0, tokens - cost)
+  end
+  b.tokens = tokens
+  b.at = at
+  b.capacity = capacity
+  b.rate = rate
+  out[i * 2 - 1] = allowed
+  out[i * 2] = string.format('%.17g', tokens)
 end
-local allowed = 0
-if cost <= capacity and tokens + 1e-9 >= cost then
-  allowed = 1
-  tokens = math.max(0, tokens - cost)
+for _, key in ipairs(order) do
+  local b = seen[key]
+  redis.call('HSET', key, 't', string.format('%.17g', b.tokens), 'a', string.format('%d', b.at))
+  redis.call('PEXPIRE', key, math.ceil((b.capacity - b.tokens) * 1000 / b.rate) + 1000)
 end
-redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 'a', string.format('%d', at))
-redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - tokens) * 1000 / rate) + 1000)
-return {allowed, string.format('%.17g', tokens)}
+return out
 `
 const TAKE_SHA = createHash('sha1').update(TAKE_SCRIPT).digest('hex')
+
+/** Most decisions in one script call (a turn with more sends several). */
+export const MAX_TAKES_PER_CALL = 500
 
 /** Tolerance for float drift, as in the in-process buckets (token-bucket.ts). */
 const EPSILON = 1e-9
@@ -50,13 +81,23 @@ export interface RedisBucketsOptions {
   /** Prefix of every key this store writes. */
   keyPrefix: string
   onError?: (error: Error) => void
+  /** A script call unanswered this long fails its decisions (default {@link CALL_TIMEOUT_MS}). */
+  callTimeoutMs?: number
 }
 
-/** Opens a client that fails fast while disconnected and reconnects with a capped backoff. */
+/** A script call Redis has not answered in this long fails its decisions with `store_unavailable`. */
+export const CALL_TIMEOUT_MS = 5000
+
+/**
+ * Opens a client that fails fast while disconnected and reconnects with a capped backoff. The
+ * client's own per-command timeout is off: it arms an AbortSignal per command, which cost more than
+ * the rest of a decision; the bucket calls keep one plain timer per call instead ({@link CALL_TIMEOUT_MS}).
+ */
 export function openRedis(url: string, onError: (error: Error) => void) {
   const client = createClient({
     url,
     disableOfflineQueue: true,
+    commandOptions: { timeout: 0 },
     socket: {
       connectTimeout: 2000,
       reconnectStrategy: (retries) => Math.min(50 * 2 ** retries, 1000),
@@ -68,13 +109,29 @@ export function openRedis(url: string, onError: (error: Error) => void) {
 
 export type RedisClient = ReturnType<typeof openRedis>
 
+/** A decision waiting for its turn's script call. */
+interface QueuedTake {
+  key: string
+  capacity: number
+  refillPerSecond: number
+  cost: number
+  resolve(decision: RateDecision): void
+  reject(error: unknown): void
+}
+
 export class RedisBuckets {
   readonly client: RedisClient
   private readonly prefix: string
   private connecting: Promise<unknown> | undefined
+  private readonly callTimeoutMs: number
+  private queue: QueuedTake[] = []
+  private scheduled = false
+  /** Script calls made and decisions in them, since open. */
+  private readonly counters = { calls: 0, takes: 0 }
 
   constructor(options: RedisBucketsOptions) {
     this.prefix = `${options.keyPrefix}rate:`
+    this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS
     this.client = openRedis(options.url, options.onError ?? (() => {}))
   }
 
@@ -88,24 +145,74 @@ export class RedisBuckets {
     return this.client.isReady
   }
 
-  async take(key: string, capacity: number, refillPerSecond: number, cost = 1): Promise<RateDecision> {
-    if (!(capacity > 0) || !Number.isFinite(capacity)) throw new RangeError(`capacity must be a positive number, got ${capacity}`)
-    if (!(refillPerSecond > 0) || !Number.isFinite(refillPerSecond)) throw new RangeError(`refillPerSecond must be a positive number, got ${refillPerSecond}`)
-    if (!(cost >= 0) || !Number.isFinite(cost)) throw new RangeError(`cost must be a non-negative number, got ${cost}`)
-    const options = { keys: [this.prefix + key], arguments: [String(capacity), String(refillPerSecond), String(cost)] }
-    let reply: unknown
+  /** Takes `cost` tokens from bucket `key`; resolves once the turn's script call has answered. */
+  take(key: string, capacity: number, refillPerSecond: number, cost = 1): Promise<RateDecision> {
+    if (!(capacity > 0) || !Number.isFinite(capacity)) return Promise.reject(new RangeError(`capacity must be a positive number, got ${capacity}`))
+    if (!(refillPerSecond > 0) || !Number.isFinite(refillPerSecond)) return Promise.reject(new RangeError(`refillPerSecond must be a positive number, got ${refillPerSecond}`))
+    if (!(cost >= 0) || !Number.isFinite(cost)) return Promise.reject(new RangeError(`cost must be a non-negative number, got ${cost}`))
+    return new Promise<RateDecision>((resolve, reject) => {
+      this.queue.push({ key: this.prefix + key, capacity, refillPerSecond, cost, resolve, reject })
+      if (!this.scheduled) {
+        this.scheduled = true
+        setImmediate(() => this.flush())
+      }
+    })
+  }
+
+  /** Script calls and the decisions they carried since open (for tests and the bench). */
+  stats(): { calls: number; takes: number } {
+    return { ...this.counters }
+  }
+
+  private flush(): void {
+    this.scheduled = false
+    const queued = this.queue
+    this.queue = []
+    for (let from = 0; from < queued.length; from += MAX_TAKES_PER_CALL) void this.send(queued.slice(from, from + MAX_TAKES_PER_CALL))
+  }
+
+  private async send(batch: QueuedTake[]): Promise<void> {
+    const keys = new Array<string>(batch.length)
+    const args = new Array<string>(batch.length * 3)
+    for (let i = 0; i < batch.length; i++) {
+      const take = batch[i]!
+      keys[i] = take.key
+      args[i * 3] = String(take.capacity)
+      args[i * 3 + 1] = String(take.refillPerSecond)
+      args[i * 3 + 2] = String(take.cost)
+    }
+    const options = { keys, arguments: args }
+    let settled = false
+    const fail = (error: unknown) => {
+      if (settled) return
+      settled = true
+      const failure = redisFailure(error)
+      for (const take of batch) take.reject(failure)
+    }
+    // A late answer is dropped: its decisions were already refused with store_unavailable.
+    const timer = setTimeout(() => fail(new Error(`Redis did not answer within ${this.callTimeoutMs} ms`)), this.callTimeoutMs)
+    let reply: unknown[]
     try {
       try {
-        reply = await this.client.evalSha(TAKE_SHA, options)
+        reply = (await this.client.evalSha(TAKE_SHA, options)) as unknown[]
       } catch (error) {
         if (!String((error as Error).message).startsWith('NOSCRIPT')) throw error
-        reply = await this.client.eval(TAKE_SCRIPT, options)
+        reply = (await this.client.eval(TAKE_SCRIPT, options)) as unknown[]
       }
     } catch (error) {
-      throw redisFailure(error)
+      fail(error)
+      return
+    } finally {
+      clearTimeout(timer)
     }
-    const [allowedFlag, tokensText] = reply as [number, string]
-    return decision(allowedFlag === 1, Number(tokensText), capacity, refillPerSecond, cost)
+    if (settled) return
+    settled = true
+    this.counters.calls++
+    this.counters.takes += batch.length
+    for (let i = 0; i < batch.length; i++) {
+      const take = batch[i]!
+      take.resolve(decision(reply[i * 2] === 1, Number(reply[i * 2 + 1]), take.capacity, take.refillPerSecond, take.cost))
+    }
   }
 
   async ping(timeoutMs: number): Promise<string> {

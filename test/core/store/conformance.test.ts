@@ -316,6 +316,51 @@ for (const engine of engines) {
         t.same(rows, [{ bucket: '2026-11-01T00:00:00.000Z', apiType: 'MIRROR', requests: 3, credits: 3, errors: 0 }])
       })
 
+      t.test('rate decisions of one turn share one Redis call and stay exact, in order, across instances', async (t) => {
+        const open = engine.opener(t)
+        const [a, b] = (await Promise.all([open(), open()])) as Awaited<ReturnType<typeof openSharedStore>>[]
+        const key = `turn-${randomBytes(3).toString('hex')}`
+        const before = a.rateStats()
+        // 30 + 30 decisions on one bucket of 10 from two instances in the same turn; each instance's
+        // decisions of the turn go out as one script call, and Redis orders the two calls.
+        const [fromA, fromB] = await Promise.all([
+          Promise.all(Array.from({ length: 30 }, () => a.takeToken(key, 10, 0.001))),
+          Promise.all(Array.from({ length: 30 }, () => b.takeToken(key, 10, 0.001))),
+        ])
+        const after = a.rateStats()
+        t.equal(after.calls - before.calls, 1, '30 decisions of one turn: one script call')
+        t.equal(after.takes - before.takes, 30)
+        t.equal([...fromA, ...fromB].filter((d) => d.allowed).length, 10, 'exactly the capacity passes across both instances')
+        const remaining = [...fromA, ...fromB].filter((d) => d.allowed).map((d) => d.remaining).sort((x, y) => y - x)
+        t.same(remaining, [9, 8, 7, 6, 5, 4, 3, 2, 1, 0], 'each allowed decision saw the one before it')
+        // Several buckets, costs and capacities mixed in one call decide as one call each would.
+        const k = (name: string) => `${key}-${name}`
+        const mixed = await Promise.all([
+          a.takeToken(k('x'), 3, 0.001, 2),
+          a.takeToken(k('y'), 2, 0.001),
+          a.takeToken(k('x'), 3, 0.001, 2),
+          a.takeToken(k('x'), 3, 0.001, 1),
+          a.takeToken(k('y'), 2, 0.001, 5),
+          a.takeToken(k('y'), 2, 0.001),
+        ])
+        t.same(
+          mixed.map((d) => [d.allowed, d.remaining]),
+          [
+            [true, 1],
+            [true, 1],
+            [false, 1],
+            [true, 0],
+            [false, 1],
+            [true, 0],
+          ],
+        )
+        t.ok(mixed[2]!.retryAfterSeconds >= 999, `a refused take waits for its missing token (${mixed[2]!.retryAfterSeconds} s)`)
+        // What the call left in Redis is what the next call (a later turn, the other instance) sees.
+        t.notOk((await b.takeToken(k('x'), 3, 0.001)).allowed, 'bucket x was left empty')
+        t.notOk((await b.takeToken(k('y'), 2, 0.001)).allowed, 'bucket y was left empty')
+        t.ok((await b.takeToken(k('z'), 2, 0.001)).allowed, 'a new bucket starts full')
+      })
+
       t.test('group commit: the writes of one turn share one round trip', async (t) => {
         const store = (await engine.opener(t)()) as Awaited<ReturnType<typeof openSharedStore>>
         const before = store.writeStats()

@@ -7,7 +7,8 @@ import t from 'tap'
 import { spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { coreMigrations, migrateSharedStore, openSharedStore } from '../../../core/store/shared/index.ts'
+import { coreMigrations, migrateSharedStore, openSharedStore, runMigrations } from '../../../core/store/shared/index.ts'
+import { openPgPool } from '../../../core/store/shared/pg.ts'
 import { BIN } from '../../helpers/gateway-process.ts'
 import { tempDir } from '../../helpers/temp.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL, sql } from '../../helpers/shared-servers.ts'
@@ -27,6 +28,7 @@ t.test('shared engine migrations', async (t) => {
     t.same(rows, [
       { module: 'core', version: 1 },
       { module: 'core', version: 2 },
+      { module: 'core', version: 3 },
       { module: 'settings', version: 1 },
       { module: 'settings-test', version: 1 },
     ], 'each migration recorded once (the run-time settings tables are a module of their own)')
@@ -35,13 +37,32 @@ t.test('shared engine migrations', async (t) => {
     t.same(report.applied, [], 'nothing left to apply')
   })
 
+  t.test('a schema at core 1 with holds in flight upgrades to the latest core and settles them', async (t) => {
+    const schema = freshSchema(t)
+    const pool = openPgPool({ url: PG_URL, schema, max: 1 })
+    t.teardown(() => pool.end())
+    await runMigrations(pool, schema, [{ module: 'core', migrations: coreMigrations.migrations.slice(0, 1) }])
+    const reserve = (i: string) => ({ o: 'reserve', i, p: 'up', e: '2026-11', a: 10, n: 4, t: 'MIRROR' })
+    const v1 = await sql<{ r: unknown }>(schema, 'SELECT tollgate_apply($1::jsonb, $2) AS r', [JSON.stringify([reserve('old-a'), reserve('old-b')]), 'old-instance'])
+    t.same(v1[0]!.r, [[true, 4], [true, 8]], 'reserved by the core 1 function')
+    const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix: freshPrefix(t) })
+    t.teardown(() => store.close())
+    t.same(await sql(schema, "SELECT max(version)::int AS v FROM tollgate_migrations WHERE module = 'core'"), [{ v: coreMigrations.migrations.length }])
+    // The holds of core 1 are settled by the latest function; the balance stays exact.
+    await store.commitCredits('old-a')
+    await store.releaseCredits('old-b')
+    t.match(await store.reserveCredits({ id: 'new-a', projectId: 'up', period: '2026-11', allocation: 10, amount: 7, apiType: 'MIRROR' }), { ok: false, balance: { used: 4 } })
+    t.match(await store.reserveCredits({ id: 'new-b', projectId: 'up', period: '2026-11', allocation: 10, amount: 6, apiType: 'MIRROR' }), { ok: true, balance: { used: 10 } })
+    t.same(await sql(schema, "SELECT used::int, pending::int FROM credit_balances WHERE project_id = 'up'"), [{ used: 4, pending: 6 }])
+  })
+
   t.test('a schema newer than the code is refused, untouched', async (t) => {
     const schema = freshSchema(t)
     await migrateSharedStore({ postgres: PG_URL, schema })
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', $1, 'from the future')", [coreMigrations.migrations.length + 1])
     const opening = openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix: freshPrefix(t) })
     await t.rejects(opening, { name: 'Error', code: 'schema_too_new' })
-    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 3 of the core tables, but this tollgate knows only up to version 2/)
+    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 4 of the core tables, but this tollgate knows only up to version 3/)
   })
 
   t.test('migrations of a set must be numbered 1, 2, 3...', async (t) => {
@@ -60,12 +81,13 @@ t.test('shared engine migrations', async (t) => {
     t.equal(first.status, 0, first.stderr)
     t.match(first.stdout, /applied core 1: credits, usage, documents, instances/)
     t.match(first.stdout, /applied core 2: credit grants/)
+    t.match(first.stdout, /applied core 3: tollgate_apply: one write per balance row per batch/)
     t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
-    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 2, settings 1\\); 3 migration\\(s\\) applied`))
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 3, settings 1\\); 4 migration\\(s\\) applied`))
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
     const refused = run()
     t.equal(refused.status, 1)
-    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 2/)
+    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 3/)
     const missing = spawnSync(process.execPath, [BIN, 'migrate', '-c', file], { env: { ...process.env, DATABASE_URL: '', REDIS_URL: '' }, encoding: 'utf8' })
     t.equal(missing.status, 1, 'a config without the URLs is refused by the schema')
   })
