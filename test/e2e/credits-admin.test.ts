@@ -15,6 +15,9 @@ import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 import { tempDir } from '../helpers/temp.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../helpers/shared-servers.ts'
 
+// Gateway processes start slowly on a busy 2-core machine: more than the runner's default per file.
+t.setTimeout(600_000)
+
 const KEY = `tk_credits_${randomBytes(12).toString('hex')}`
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 const START = { startTimeoutMs: 90_000 }

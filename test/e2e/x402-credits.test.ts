@@ -19,6 +19,9 @@ import { tempDir } from '../helpers/temp.ts'
 import { call } from '../helpers/x402.ts'
 import { price, startFixture } from '../plugins/x402-facilitator/evm-helpers.ts'
 
+// Gateway processes start slowly on a busy 2-core machine: more than the runner's default per file.
+t.setTimeout(600_000)
+
 const KEY = `xk_cr_${randomBytes(10).toString('hex')}`
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 /** 10000 units (the price) at 100 units per credit. */
