@@ -60,7 +60,7 @@ const STORE_OPS = new Set([
   'takeToken',
   'health',
 ])
-const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete'])
+const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete', 'getWithRevision', 'compareAndSet'])
 const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'audit'])
 
 /**
@@ -209,6 +209,8 @@ export class PrimaryStore implements Store {
         update: <T>(key: string, doc: T) => call<boolean>('update', [key, doc]),
         listByOwner: <T>(owner: string, limit?: number) => call<StoredDocument<T>[]>('listByOwner', limit === undefined ? [owner] : [owner, limit]),
         delete: (key: string) => call<boolean>('delete', [key]),
+        getWithRevision: <T>(key: string) => call<{ stored: StoredDocument<T>; revision: number } | undefined>('getWithRevision', [key]).then((value) => value ?? undefined),
+        compareAndSet: <T>(key: string, revision: number, doc: T) => call<number | undefined>('compareAndSet', [key, revision, doc]).then((value) => value ?? undefined),
       }
       this.#collections.set(collection, found)
     }

@@ -24,7 +24,7 @@ import type {
   UsageRow,
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
-import { SharedDocumentCollection } from './documents.ts'
+import { documentRevisionMigrations, SharedDocumentCollection } from './documents.ts'
 import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
 import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
 import { RedisBuckets } from './redis-buckets.ts'
@@ -33,6 +33,7 @@ import { SharedUsageLog } from './usage.ts'
 import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
 
 export { coreMigrations } from './schema.ts'
+export { documentRevisionMigrations } from './documents.ts'
 export { runMigrations, SchemaTooNewError, type Migration, type MigrationSet, type MigrationReport } from './migrations.ts'
 
 export interface SharedStoreOptions {
@@ -78,7 +79,7 @@ export async function openSharedStore(options: SharedStoreOptions): Promise<Shar
 export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'postgres' | 'schema' | 'migrations'>): Promise<MigrationReport> {
   const pool = openPgPool({ url: options.postgres, schema: options.schema ?? 'public', max: 1 })
   try {
-    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, settingsMigrations, ...(options.migrations ?? [])])
+    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, ...(options.migrations ?? [])])
   } finally {
     await pool.end()
   }
@@ -146,7 +147,7 @@ export class SharedStore implements Store {
 
   /** @internal Called once by {@link openSharedStore}. */
   async start(migrate: boolean): Promise<void> {
-    const sets = [coreMigrations, settingsMigrations, ...(this.options.migrations ?? [])]
+    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, ...(this.options.migrations ?? [])]
     if (migrate) await runMigrations(this.pool, this.schema, sets)
     else await this.checkSchema(sets)
     await this.heartbeat()
