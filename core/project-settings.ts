@@ -24,7 +24,7 @@ export function blankProject(id: string): Project {
     plan: 'standard',
     scopes: new Set(),
     credits: { allocation: 0, period: 'month' },
-    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false },
+    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false },
     keys: [],
     settings: {},
   }

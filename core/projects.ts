@@ -24,6 +24,8 @@ export interface ProjectFeatures {
   sponsoredWallet: boolean
   relayToConfidentialSpace: boolean
   tee: boolean
+  /** Cloud workstation (core/workstations): off until an operator enables it. */
+  workstation: boolean
 }
 
 export interface Project {

@@ -37,7 +37,7 @@ const PROJECT_ID = /^[a-zA-Z0-9_.-]{1,64}$/
 const KEY_LABEL = /^[a-zA-Z0-9_.:-]{1,64}$/
 const HASH = /^sha256:[0-9a-f]{64}$/
 const ACTOR = /^[\x21-\x7e][\x20-\x7e]{0,127}$/
-const FEATURES: readonly (keyof FeatureFlags)[] = ['proveBatch', 'sponsoredWallet', 'relayToConfidentialSpace', 'tee']
+const FEATURES: readonly (keyof FeatureFlags)[] = ['proveBatch', 'sponsoredWallet', 'relayToConfidentialSpace', 'tee', 'workstation']
 const PERIODS = ['hour', 'day', 'month'] as const
 const FIELDS = ['name', 'plan', 'scopes', 'features', 'credits', 'secretHash']
 

@@ -164,6 +164,7 @@ export const projectSchema: JsonSchema = {
         sponsoredWallet: feature('Sponsored Wallet: the `sponsored` request header is honoured.'),
         relayToConfidentialSpace: feature('zk_relay_to_space: relay proof jobs to the confidential space; operator only.'),
         tee: feature('TEE proving: `tee_enabled` requests go to the TEE pool.'),
+        workstation: feature('Cloud workstation: the project may provision one (admin API, /workstations/:id/); operator only.'),
       },
     },
     secretHash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256 digest of the project secret.' },

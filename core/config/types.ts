@@ -34,7 +34,7 @@ export interface ProjectConfig {
   plan: string
   scopes: string[]
   credits: { allocation: number; period: 'hour' | 'day' | 'month' }
-  features: { proveBatch: boolean; sponsoredWallet: boolean; relayToConfidentialSpace: boolean; tee: boolean }
+  features: { proveBatch: boolean; sponsoredWallet: boolean; relayToConfidentialSpace: boolean; tee: boolean; workstation: boolean }
   secretHash?: string
   keys: { label: string; hash: string; disabled: boolean; expiresAt?: string }[]
   settings: Record<string, unknown>

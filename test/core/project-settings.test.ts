@@ -12,7 +12,7 @@ const base: Project = {
   plan: 'standard',
   scopes: new Set(['zkpaas']),
   credits: { allocation: 100, period: 'month' },
-  features: { proveBatch: false, sponsoredWallet: true, relayToConfidentialSpace: false, tee: false },
+  features: { proveBatch: false, sponsoredWallet: true, relayToConfidentialSpace: false, tee: false, workstation: false },
   secretHash: hashCredential('s'),
   keys: [
     { label: 'main', hash: hashCredential('k-main'), disabled: false },

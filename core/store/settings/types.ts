@@ -18,6 +18,7 @@ export interface FeatureFlags {
   sponsoredWallet: boolean
   relayToConfidentialSpace: boolean
   tee: boolean
+  workstation: boolean
 }
 
 /** Fields of a project that can be overridden; absent = the yaml's value. */
