@@ -23,6 +23,10 @@ export interface AdminDeps {
   protectMetrics(): boolean
   /** The run-time settings API (core/settings-admin.ts); answers undefined for other paths. */
   settingsRoutes?(req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined>
+  /** Pages that hold no data and need no token (the workstation panel); undefined for other paths. */
+  publicPages?(req: IncomingMessage, url: URL): Promise<{ status: number; body: unknown; contentType?: string } | undefined>
+  /** More token-protected API routes (core/workstations); undefined for other paths. */
+  extraRoutes?(req: IncomingMessage, url: URL): Promise<{ status: number; body: unknown } | undefined>
 }
 
 const routers = new WeakMap<Table, Router<AdminRoute>>()
@@ -65,6 +69,11 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
     res.writeHead(200, { 'content-type': contentType })
     return void res.end(body)
   }
+  const page = await deps.publicPages?.(req, url)
+  if (page) {
+    res.writeHead(page.status, { 'content-type': page.contentType ?? 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'" })
+    return void res.end(String(page.body))
+  }
   if (!deps.tokenHash()) throw new GatewayError(403, 'admin_disabled', 'the admin API is closed: set admin.tokenHash in gateway.yaml')
   if (!authorised(req, deps.tokenHash())) throw new GatewayError(401, 'admin_unauthorized', 'a valid admin bearer token is required', { headers: { 'www-authenticate': 'Bearer' } })
   if (req.method === 'POST' && path === '/admin/reload') {
@@ -73,6 +82,8 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
   }
   const settingsAnswer = await deps.settingsRoutes?.(req, url)
   if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
+  const extraAnswer = await deps.extraRoutes?.(req, url)
+  if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body)
   const table = deps.table()
   if (req.method === 'GET' && path === '/admin/config') {
     return send(res, 200, { hash: table?.config.hash, routes: table?.routes.map((r) => r.name) ?? [] })

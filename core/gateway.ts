@@ -31,6 +31,7 @@ import { openStore } from './store/open.ts'
 import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
+import { startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -83,6 +84,8 @@ export class Gateway {
   #draining = false
   #reloading: Promise<ReloadResult> | undefined
   #debounce: NodeJS.Timeout | undefined
+  /** Cloud workstations, when gateway.yaml has a `workstations` section (a restart applies changes to it). */
+  #workstations: Workstations | undefined
   readonly #deps: PipelineDeps
 
   private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics, settingsSync: ProjectSettingsSync) {
@@ -142,6 +145,15 @@ export class Gateway {
     settingsSync.apply(built.table.projects, built.table.seedProjects)
     metrics.configLoaded(config.hash)
     metrics.reloads.inc({ result: 'success' })
+    if (config.workstations) {
+      gateway.#workstations = await startWorkstations({
+        config: config.workstations,
+        configDir: config.dir,
+        store,
+        project: (id) => gateway.#table.projects.byId(id),
+        log,
+      })
+    }
     await gateway.#listen(config)
     if (options.watch ?? config.watch) gateway.#watch(config)
     log.info(
@@ -179,8 +191,16 @@ export class Gateway {
         keepAliveTimeout: limits.keepAliveTimeoutMs,
         connectionsCheckingInterval: 1000,
       },
-      (req, res) => handleRequest(this.#deps, this.#table, req, res),
+      (req, res) => {
+        // Workstations are not routes of the table: their own sign-in, identity check and proxy.
+        if (this.#workstations && WorkstationPublicRoutes.owns(req.url)) return void this.#workstations.routes.handle(req, res)
+        handleRequest(this.#deps, this.#table, req, res)
+      },
     )
+    this.#server.on('upgrade', (req, socket, head) => {
+      if (this.#workstations && WorkstationPublicRoutes.owns(req.url) && !this.#draining) return void this.#workstations.routes.upgrade(req, socket, head)
+      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
+    })
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
     this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return socket.destroy()
@@ -213,6 +233,8 @@ export class Gateway {
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
       settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
+      publicPages: async (req, url) => (this.#workstations ? workstationPanelRoute(req, url, this.#workstations.publicUrl) : undefined),
+      extraRoutes: async (req, url) => (this.#workstations ? workstationAdminRoute(this.#workstations.service, req, url) : undefined),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
@@ -318,6 +340,7 @@ export class Gateway {
     this.#server.closeAllConnections()
     await closed
     this.settingsSync.stop()
+    await this.#workstations?.close()
     await closeTable(this.#table)
     await Promise.allSettled([...this.#upstreams.values()].map((u) => u.pool.close()))
     await new Promise<void>((done) => {

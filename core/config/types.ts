@@ -52,6 +52,17 @@ export interface StoreConfig {
   instanceTimeoutMs: number
 }
 
+export interface WorkstationsConfig {
+  driver: 'process'
+  dir: string
+  creditsPerMinute: number
+  idleStopMinutes: number
+  startTimeoutSeconds: number
+  stopTimeoutSeconds: number
+  publicUrl?: string
+  oidc?: { issuer: string; clientId: string; clientSecret?: string }
+}
+
 export interface GatewayConfig {
   version: 1
   server: {
@@ -71,6 +82,8 @@ export interface GatewayConfig {
   }
   admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean }
   store: StoreConfig
+  /** Cloud workstations; absent when the service is off. */
+  workstations?: WorkstationsConfig
   log: { level: string; access: boolean }
   watch: boolean
   projects: ProjectConfig[]
