@@ -66,8 +66,9 @@ const server = createServer((req, res) => {
 
 const sockets = new WebSocketServer({ server, path: '/pty', maxPayload: 1 << 20 })
 sockets.on('connection', (socket) => {
-  // `-E never`: stdin is a pipe, not a TTY, so script must not echo it (the shell's TTY echoes).
-  const shell = spawn('script', ['-q', '-f', '-E', 'never', '-c', 'bash -i', '/dev/null'], {
+  // `-E always`: keep ECHO on the inner terminal although script's stdin is a pipe, so what the
+  // user types is shown (readline echoes through it); with the default (auto) typing is invisible.
+  const shell = spawn('script', ['-q', '-f', '-E', 'always', '-c', 'bash -i', '/dev/null'], {
     cwd: workDir,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: workDir, TERM: 'xterm-256color', LANG: 'C.UTF-8', SHELL: '/bin/bash' },
     stdio: ['pipe', 'pipe', 'pipe'],
