@@ -245,7 +245,19 @@ export const coreSchema: JsonSchema = {
       additionalProperties: false,
       description: 'Cloud workstations (core/workstations): one per project whose features.workstation is on. Absent: the service is off.',
       properties: {
-        driver: { enum: ['process'], default: 'process', description: 'process: a terminal server per project on loopback, in a working directory under dir.' },
+        driver: { enum: ['process', 'docker'], default: 'process', description: 'process: a terminal server per project on loopback, in a working directory under dir. docker: a container per project through the Docker Engine API (see docker).' },
+        docker: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['image', 'containerPort'],
+          description: 'driver docker: the engine and the workstation image.',
+          properties: {
+            socketPath: { type: 'string', default: '/var/run/docker.sock', description: "The Docker engine's unix socket." },
+            image: { type: 'string', minLength: 1, description: 'Image of the workstation server (a terminal or editor listening on containerPort).' },
+            containerPort: { type: 'integer', minimum: 1, maximum: 65535, description: 'Port the image listens on; published on 127.0.0.1 at a port the engine picks.' },
+            homePath: { type: 'string', default: '/home/workstation', description: "Mount point of the project's volume in the container." },
+          },
+        },
         dir: { type: 'string', default: './data/workstations', description: 'Parent of the per-project working directories, relative to gateway.yaml.' },
         creditsPerMinute: { type: 'integer', minimum: 0, default: 1, description: "Credits charged to the project per started minute of running time (api type `workstation`)." },
         idleStopMinutes: { type: 'number', minimum: 0, default: 30, description: 'Stop a ready workstation after this long without traffic through the gateway (0 = never).' },

@@ -53,7 +53,8 @@ export interface StoreConfig {
 }
 
 export interface WorkstationsConfig {
-  driver: 'process'
+  driver: 'process' | 'docker'
+  docker?: { socketPath: string; image: string; containerPort: number; homePath: string }
   dir: string
   creditsPerMinute: number
   idleStopMinutes: number

@@ -11,6 +11,7 @@ import type { Project } from '../projects.ts'
 import type { Store } from '../store/types.ts'
 import { IdentitySessions, projectSettingOwners, type OwnerIdentities } from './access.ts'
 import { OidcClient } from './oidc.ts'
+import { DockerDriver } from './docker-driver.ts'
 import { ProcessDriver } from './process-driver.ts'
 import { WorkstationPublicRoutes } from './public-routes.ts'
 import { WorkstationService } from './service.ts'
@@ -39,7 +40,10 @@ export interface WorkstationsDeps {
 export async function startWorkstations(deps: WorkstationsDeps): Promise<Workstations> {
   const { config } = deps
   const log = deps.log.child({ component: 'workstations' })
-  const driver = new ProcessDriver({ root: resolve(deps.configDir, config.dir), startTimeoutMs: config.startTimeoutSeconds * 1000 })
+  if (config.driver === 'docker' && !config.docker) throw new Error('workstations.driver docker needs workstations.docker (image, containerPort)')
+  const driver = config.driver === 'docker'
+    ? new DockerDriver({ ...config.docker!, stopGraceSeconds: 10, startTimeoutMs: config.startTimeoutSeconds * 1000 })
+    : new ProcessDriver({ root: resolve(deps.configDir, config.dir), startTimeoutMs: config.startTimeoutSeconds * 1000 })
   const service = new WorkstationService({
     store: deps.store,
     driver,
@@ -63,5 +67,13 @@ export async function startWorkstations(deps: WorkstationsDeps): Promise<Worksta
     log,
     publicUrl: config.publicUrl,
   })
-  return { service, routes, publicUrl: config.publicUrl, close: () => service.close() }
+  return {
+    service,
+    routes,
+    publicUrl: config.publicUrl,
+    async close() {
+      await service.close()
+      if (driver instanceof DockerDriver) await driver.close()
+    },
+  }
 }
