@@ -31,6 +31,7 @@ import { openStore } from './store/open.ts'
 import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
+import { Accounts } from './accounts/authenticate.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -74,6 +75,8 @@ export class Gateway {
   readonly store: Store
   /** Keeps the table's projects equal to gateway.yaml + the store's run-time settings. */
   readonly settingsSync: ProjectSettingsSync
+  /** Admin users and sessions: resolves who calls the admin API (core/accounts/authenticate.ts). */
+  readonly accounts: Accounts
   readonly #options: StartOptions
   #table: Table
   #upstreams: Map<string, UpstreamHandle>
@@ -91,6 +94,7 @@ export class Gateway {
     this.#table = table
     this.#upstreams = upstreams
     this.store = store
+    this.accounts = new Accounts({ store, sessions: () => this.#table.config.admin.sessions, tokenHash: () => this.#table.config.admin.tokenHash })
     this.log = log
     this.metrics = metrics
     this.#deps = {
@@ -212,7 +216,11 @@ export class Gateway {
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
-      settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
+      accounts: this.accounts,
+      settingsRoutes: settingsAdmin(
+        { settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects, accounts: this.accounts },
+        () => this.#table.seedProjects,
+      ),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
