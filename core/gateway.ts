@@ -32,6 +32,7 @@ import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
 import { startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
+import { Accounts } from './accounts/authenticate.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -75,6 +76,8 @@ export class Gateway {
   readonly store: Store
   /** Keeps the table's projects equal to gateway.yaml + the store's run-time settings. */
   readonly settingsSync: ProjectSettingsSync
+  /** Admin users and sessions: resolves who calls the admin API (core/accounts/authenticate.ts). */
+  readonly accounts: Accounts
   readonly #options: StartOptions
   #table: Table
   #upstreams: Map<string, UpstreamHandle>
@@ -94,6 +97,7 @@ export class Gateway {
     this.#table = table
     this.#upstreams = upstreams
     this.store = store
+    this.accounts = new Accounts({ store, sessions: () => this.#table.config.admin.sessions, tokenHash: () => this.#table.config.admin.tokenHash })
     this.log = log
     this.metrics = metrics
     this.#deps = {
@@ -232,9 +236,16 @@ export class Gateway {
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
-      settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
+      accounts: this.accounts,
+      settingsRoutes: settingsAdmin(
+        { settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects, accounts: this.accounts },
+        () => this.#table.seedProjects,
+      ),
       publicPages: async (req, url) => (this.#workstations ? workstationPanelRoute(req, url, this.#workstations.publicUrl) : undefined),
-      extraRoutes: async (req, url) => (this.#workstations ? workstationAdminRoute(this.#workstations.service, req, url) : undefined),
+      extraRoutes: async (req, url, principal) => {
+        if (!this.#workstations) return undefined
+        return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
+      },
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)

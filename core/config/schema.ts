@@ -238,6 +238,38 @@ export const coreSchema: JsonSchema = {
           description: 'sha256 digest of the admin bearer token; without it the admin API is closed.',
         },
         protectMetrics: { type: 'boolean', default: false, description: 'Require the admin token on /metrics too.' },
+        sessions: {
+          type: 'object',
+          additionalProperties: false,
+          default: {},
+          description: 'Sign-in sessions of admin accounts (tollgate user add): a cookie that expires when idle and at an absolute limit.',
+          properties: {
+            idleTimeoutSeconds: { type: 'integer', minimum: 1, maximum: 604800, default: 1800, description: 'A session unused for this long is expired (signed out).' },
+            absoluteTimeoutSeconds: {
+              type: 'integer',
+              minimum: 1,
+              maximum: 2592000,
+              default: 43200,
+              description: 'A session ends this long after sign-in, however active it is.',
+            },
+            secureCookie: {
+              type: 'boolean',
+              default: false,
+              description: 'Always mark the session cookie Secure (set it when a TLS terminator sits in front of the admin listener); it is Secure anyway when the request came over TLS.',
+            },
+            signInLimit: {
+              type: 'object',
+              additionalProperties: false,
+              default: {},
+              description: 'Sign-in attempts allowed per account and per client IP within a window (token buckets); beyond them 429 with Retry-After.',
+              properties: {
+                perAccount: { type: 'integer', minimum: 1, default: 5, description: 'Attempts per email address per window.' },
+                perIp: { type: 'integer', minimum: 1, default: 20, description: 'Attempts per client IP per window.' },
+                windowSeconds: { type: 'integer', minimum: 1, default: 300, description: 'The window the attempts refill over.' },
+              },
+            },
+          },
+        },
       },
     },
     workstations: {

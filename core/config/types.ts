@@ -81,7 +81,7 @@ export interface GatewayConfig {
       maxRequestsPerSocket: number
     }
   }
-  admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean }
+  admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean; sessions: AdminSessionsConfig }
   store: StoreConfig
   /** Cloud workstations; absent when the service is off. */
   workstations?: WorkstationsConfig
@@ -98,4 +98,12 @@ export interface GatewayConfig {
   file: string
   /** sha256 of the config text (after interpolation sources: file + projects file). */
   hash: string
+}
+
+/** `admin.sessions`: the admin accounts' sign-in sessions. */
+export interface AdminSessionsConfig {
+  idleTimeoutSeconds: number
+  absoluteTimeoutSeconds: number
+  secureCookie: boolean
+  signInLimit: { perAccount: number; perIp: number; windowSeconds: number }
 }

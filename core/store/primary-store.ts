@@ -25,6 +25,7 @@ import type {
   UsageEvent,
   UsageRow,
 } from './types.ts'
+import { AccountConflict, type AccountsStore } from './accounts/types.ts'
 import { SettingsConflict, type SettingsListener, type SettingsStore } from './settings/types.ts'
 
 interface CallMessage {
@@ -61,7 +62,21 @@ const STORE_OPS = new Set([
   'health',
 ])
 const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete', 'getWithRevision', 'compareAndSet'])
-const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'audit'])
+const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'rotateKey', 'resetProject', 'audit'])
+const ACCOUNTS_OPS = new Set<keyof AccountsStore>([
+  'createUser',
+  'userByEmail',
+  'userById',
+  'listUsers',
+  'setPassword',
+  'addProjects',
+  'createSession',
+  'sessionByTokenHash',
+  'touchSession',
+  'deleteSession',
+  'listSessions',
+  'deleteExpiredSessions',
+])
 
 /**
  * Primary side: answers the store calls of every worker and forwards settings changes to them.
@@ -77,6 +92,7 @@ export function serveStoreToWorkers(store: Store, workers: () => Iterable<Worker
     if (op === 'recoverPendingReservations') return Promise.resolve(0) // the primary recovered once at open
     const [scope, ...rest] = op.split('.')
     if (scope === 'settings' && SETTINGS_OPS.has(rest[0])) return (store.settings as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[rest[0]](...args)
+    if (scope === 'accounts' && ACCOUNTS_OPS.has(rest[0] as keyof AccountsStore)) return (store.accounts as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[rest[0]](...args)
     if (scope === 'documents' && rest.length >= 2) {
       const method = rest[rest.length - 1]
       const collection = rest.slice(0, -1).join('.')
@@ -115,6 +131,7 @@ function reply(worker: Worker, message: ReplyMessage): void {
 export class PrimaryStore implements Store {
   readonly engine = 'sqlite'
   readonly settings: SettingsStore
+  readonly accounts: AccountsStore
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>()
   readonly #collections = new Map<string, DocumentCollection>()
   readonly #listeners = new Set<SettingsListener>()
@@ -145,12 +162,15 @@ export class PrimaryStore implements Store {
       addKey: (...args) => call('settings.addKey', args),
       updateKey: (...args) => call('settings.updateKey', args),
       resetProject: (...args) => call('settings.resetProject', args),
+      rotateKey: (...args) => call('settings.rotateKey', args),
       audit: (...args) => call('settings.audit', args),
       subscribe(listener) {
         listeners.add(listener)
         return () => listeners.delete(listener)
       },
     }
+    // Every accounts method is a plain call answered by the primary's store.
+    this.accounts = Object.fromEntries([...ACCOUNTS_OPS].map((op) => [op, (...args: unknown[]) => call(`accounts.${op}`, args)])) as unknown as AccountsStore
   }
 
   #call<T>(op: string, args: unknown[]): Promise<T> {
@@ -226,6 +246,7 @@ export class PrimaryStore implements Store {
 }
 
 function revive(error: { name: string; message: string; code?: string }): Error {
+  if (error.name === 'AccountConflict') return new AccountConflict(error.message)
   if (error.name === 'SettingsConflict') return new SettingsConflict(error.code as 'project_exists' | 'key_exists', error.message)
   const revived = new Error(error.message) as Error & { code?: string }
   revived.name = error.name

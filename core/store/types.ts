@@ -5,6 +5,7 @@
  */
 
 import type { SettingsStore } from './settings/types.ts'
+import type { AccountsStore } from './accounts/types.ts'
 
 export type Granularity = 'hour' | 'day'
 
@@ -105,6 +106,9 @@ export interface Store {
 
   /** Project settings changed at run time (overrides of gateway.yaml's projects), with change notifications. */
   readonly settings: SettingsStore
+
+  /** Admin users, the projects they own, and their sign-in sessions. */
+  readonly accounts: AccountsStore
 
   close(): Promise<void>
 }

@@ -1,5 +1,6 @@
 /**
- * The workstation's admin API (token-protected, on the admin listener) and its panel page:
+ * The workstation's admin API (on the admin listener: the admin token, or a signed-in session of
+ * an operator or of the project's owner) and its panel page:
  *
  *   GET    /admin/projects/:id/workstation              state, reason, history, open path
  *   POST   /admin/projects/:id/workstation/provision    (and /start, /stop): 202 when accepted
@@ -34,7 +35,13 @@ export function workstationPanelRoute(req: IncomingMessage, url: URL, publicUrl:
 }
 
 /** The API; undefined for paths that are not the workstation's. */
-export async function workstationAdminRoute(service: WorkstationService, req: IncomingMessage, url: URL): Promise<AdminAnswer | undefined> {
+export async function workstationAdminRoute(
+  service: WorkstationService,
+  req: IncomingMessage,
+  url: URL,
+  /** Whether the caller may reach the project (operators: all; owners: theirs). */
+  canAccess: (projectId: string) => boolean = () => true,
+): Promise<AdminAnswer | undefined> {
   const match = API.exec(url.pathname)
   if (!match) return undefined
   let projectId: string
@@ -43,6 +50,8 @@ export async function workstationAdminRoute(service: WorkstationService, req: In
   } catch {
     return { status: 400, body: { error: { code: 'invalid_path', message: 'the project id in the path is not valid percent-encoding' } } }
   }
+  // Another user's project answers exactly like one that does not exist (ACCOUNTS-API.md).
+  if (!canAccess(projectId)) return { status: 404, body: { error: { code: 'project_not_found', message: `no project ${JSON.stringify(projectId)}` } } }
   const action = match[2] as WorkstationAction | undefined
   const method = req.method ?? 'GET'
   req.resume() // no body is read: actions take none

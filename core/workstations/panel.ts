@@ -46,8 +46,14 @@ if (fromHash) { sessionStorage.setItem('tollgate-admin-token', fromHash); histor
 let openPath
 const allowed = { absent: ['provision'], provisioning: ['stop', 'delete'], starting: ['stop', 'delete'], ready: ['stop', 'delete'],
   stopping: [], stopped: ['start', 'delete'], deleting: [], failed: ['provision', 'start', 'stop', 'delete'] }
+let csrf
 async function call(method, path) {
   const headers = token() ? { authorization: 'Bearer ' + token() } : {}
+  if (!token() && method !== 'GET') {
+    // Signed in with a session (accounts): changes carry the session's CSRF token.
+    csrf ??= (await (await fetch('/admin/session', { credentials: 'same-origin' })).json()).csrfToken
+    headers['x-csrf-token'] = csrf
+  }
   const answer = await fetch(api + path, { method, headers, credentials: 'same-origin' })
   if (answer.status === 401) { $('token').style.display = 'block'; throw new Error('the admin API wants a token') }
   const body = await answer.json()
