@@ -206,7 +206,7 @@ t.test('accounts, sessions and authorisation on a real gateway', async (t) => {
     t.same([wrong.status, wrong.json.error.code], [403, 'password_incorrect'])
     const operatorsPassword = await owner.call('PATCH', '/admin/projects/acme', { features: { sponsoredWallet: true }, password: PASSWORD.op })
     t.same([operatorsPassword.status, operatorsPassword.json.error.code], [403, 'password_incorrect'], "another account's password does not do")
-    t.same((await stored('acme')).features, { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false }, 'nothing changed')
+    t.same((await stored('acme')).features, { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false }, 'nothing changed')
     t.equal((await proveBatch()).status, 403)
     const right = await owner.call('PATCH', '/admin/projects/acme', { features: { proveBatch: true }, password: PASSWORD.owner })
     t.equal(right.status, 200)

@@ -14,6 +14,8 @@ import { hashCredential } from '../../core/projects.ts'
 import { startLocalOidcProvider } from '../../examples/oidc-provider.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
+import { signIn, userCli } from '../helpers/admin-client.ts'
+import { writeFileSync } from 'node:fs'
 import { tempDir } from '../helpers/temp.ts'
 
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
@@ -77,6 +79,10 @@ t.test('workstation: API, OIDC-bound proxy with WebSocket, restart, delete', asy
   const dir = tempDir('tollgate-ws-e2e-')
   const root = `${dir}/workstations`
   t.teardown(() => idp.close())
+  // A project owner (accounts) of `off`, made before the gateway holds the store.
+  writeFileSync(`${dir}/gateway.yaml`, config(idp.issuer).replaceAll('{{DIR}}', dir))
+  const added = await userCli(`${dir}/gateway.yaml`, ['add', '--email', 'owner@example.com', '--role', 'owner', '--project', 'off'], 'owner-password-1234\n')
+  t.equal(added.code, 0, added.stderr)
   let gw = await startGatewayProcess(config(idp.issuer), { dir, startTimeoutMs: 90_000 })
   idp.register({ clientId: 'tollgate-workstations', redirectUris: [`${gw.url}/workstations/_auth/callback`] })
   t.teardown(async () => {
@@ -97,6 +103,17 @@ t.test('workstation: API, OIDC-bound proxy with WebSocket, restart, delete', asy
   const noToken = await request(`${gw.adminUrl}/admin/projects/p1/workstation/provision`, { method: 'POST' })
   t.equal(noToken.statusCode, 401, 'the admin API wants the token')
   await noToken.body.dump()
+  // A signed-in owner reaches only their project: p1 is as unknown to them as a missing one, and
+  // only an operator turns the feature on.
+  const owner = await signIn(gw.adminUrl, 'owner@example.com', 'owner-password-1234')
+  const notTheirs = await owner.call('POST', '/admin/projects/p1/workstation/provision')
+  t.same([notTheirs.status, notTheirs.json.error.code], [404, 'project_not_found'])
+  const theirs = await owner.call('GET', '/admin/projects/off/workstation')
+  t.same([theirs.status, theirs.json.error.code], [403, 'workstation_not_enabled'])
+  const noCsrf = await owner.call('POST', '/admin/projects/off/workstation/provision', undefined, { csrf: false })
+  t.same([noCsrf.status, noCsrf.json.error.code], [403, 'csrf_required'])
+  const enable = await owner.call('PATCH', '/admin/projects/off', { features: { workstation: true } })
+  t.same([enable.status, enable.json.error.code], [403, 'operator_only'], 'an owner cannot enable the workstation')
   t.equal((await admin(gw, 'GET', '/admin/projects/p1/workstation')).body.state, 'absent', 'nothing was changed')
 
   const provisionAt = performance.now()
