@@ -1,6 +1,7 @@
 /**
  * The admin listener (loopback by default): /healthz, /readyz and /metrics for operators and
- * Prometheus, and a token-protected admin API to which plugins add routes (usage, ...).
+ * Prometheus, and the admin API (admin bearer token or a signed-in user's session, with CSRF on
+ * changes; owners reach only their projects) to which plugins add routes (usage, ...).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { credentialMatches } from './projects.ts'
@@ -10,6 +11,9 @@ import { normalisePath } from './router.ts'
 import { parseJson, readBody } from './http/body.ts'
 import type { AdminRoute, Table } from './table.ts'
 import type { StoreHealth } from './store/types.ts'
+import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
+import { sessionRoutes, signInRoute } from './accounts/session-routes.ts'
+import { adminOpenApi } from './admin-openapi.ts'
 
 export interface AdminDeps {
   table(): Table | undefined
@@ -21,10 +25,16 @@ export interface AdminDeps {
   reload(): Promise<{ ok: boolean; issues: string[] }>
   tokenHash(): string | undefined
   protectMetrics(): boolean
+  /** Who calls: the admin token or a signed-in user's session (core/accounts/authenticate.ts). */
+  accounts: Accounts
   /** The run-time settings API (core/settings-admin.ts); answers undefined for other paths. */
-  settingsRoutes?(req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined>
-  /** The credit balance API (core/credits-admin.ts); answers undefined for other paths. */
-  creditsRoutes?(req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined>
+  settingsRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status?: number; body: unknown } | undefined>
+  /** The credit balance API (core/credits-admin.ts), given the caller; answers undefined for other paths. */
+  creditsRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status?: number; body: unknown } | undefined>
+  /** Pages that hold no data and need no credential (the workstation panel); undefined for other paths. */
+  publicPages?(req: IncomingMessage, url: URL): Promise<{ status: number; body: unknown; contentType?: string } | undefined>
+  /** More API routes (core/workstations), given the caller; undefined for other paths. */
+  extraRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status: number; body: unknown } | undefined>
 }
 
 const routers = new WeakMap<Table, Router<AdminRoute>>()
@@ -67,23 +77,51 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
     res.writeHead(200, { 'content-type': contentType })
     return void res.end(body)
   }
-  if (!deps.tokenHash()) throw new GatewayError(403, 'admin_disabled', 'the admin API is closed: set admin.tokenHash in gateway.yaml')
-  if (!authorised(req, deps.tokenHash())) throw new GatewayError(401, 'admin_unauthorized', 'a valid admin bearer token is required', { headers: { 'www-authenticate': 'Bearer' } })
+  const page = await deps.publicPages?.(req, url)
+  if (page) {
+    res.writeHead(page.status, { 'content-type': page.contentType ?? 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'" })
+    return void res.end(String(page.body))
+  }
+  if (req.method === 'GET' && path === '/admin/openapi.json') return send(res, 200, adminOpenApi())
+  if (req.method === 'POST' && path === '/admin/session') {
+    const answer = await signInRoute(deps.accounts, req)
+    return send(res, answer.status ?? 200, answer.body, answer.headers)
+  }
+  // Everything else needs a caller: the bearer token (an operator) or a session (its user).
+  const principal = await deps.accounts.authenticate(req)
+  deps.accounts.requireCsrf(req, principal)
+  const sessionAnswer = await sessionRoutes(deps.accounts, req, url, principal)
+  if (sessionAnswer) return send(res, sessionAnswer.status ?? 200, sessionAnswer.body, sessionAnswer.headers)
   if (req.method === 'POST' && path === '/admin/reload') {
+    requireOperator(principal)
     const result = await deps.reload()
     return send(res, result.ok ? 200 : 422, result)
   }
-  const settingsAnswer = (await deps.settingsRoutes?.(req, url)) ?? (await deps.creditsRoutes?.(req, url))
+  const settingsAnswer = (await deps.settingsRoutes?.(req, url, principal)) ?? (await deps.creditsRoutes?.(req, url, principal))
   if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
+  const extraAnswer = await deps.extraRoutes?.(req, url, principal)
+  if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body)
   const table = deps.table()
   if (req.method === 'GET' && path === '/admin/config') {
+    requireOperator(principal)
     return send(res, 200, { hash: table?.config.hash, routes: table?.routes.map((r) => r.name) ?? [] })
   }
   if (!table) throw errors.notFound('no config loaded')
   const match = adminRouter(table).match(req.method ?? 'GET', normalisePath(path))
+  // Plugins' routes: an owner reaches those of a project of theirs (`:id`), nothing else.
+  if (principal.role !== 'operator') {
+    const projectId = match.params.id
+    if (projectId === undefined) requireOperator(principal)
+    else if (!deps.accounts.canAccessProject(principal, projectId)) throw new GatewayError(404, 'project_not_found', `project ${projectId} does not exist`)
+  }
   const raw = req.method === 'POST' ? await readBody(req, 1 << 20) : undefined
   const result = await match.value.handler({ params: match.params, query: url.searchParams, body: raw?.length ? parseJson(raw) : undefined })
   send(res, result.status ?? 200, result.body)
+}
+
+/** 403 operator_only for a project owner. */
+export function requireOperator(principal: AdminPrincipal): void {
+  if (principal.role !== 'operator') throw new GatewayError(403, 'operator_only', 'only an operator may do this')
 }
 
 export function createAdminServer(deps: AdminDeps): Server {

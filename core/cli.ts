@@ -20,6 +20,7 @@ import { reconcileUpstreams } from './http/upstreams.ts'
 import { createLogger } from './log.ts'
 import { usageCommand } from './usage-cli.ts'
 import { schemaCommand } from './schema-cli.ts'
+import { userCommand } from './user-cli.ts'
 import { isWorker, parseWorkerCount, runPrimary, runWorker } from './workers.ts'
 import { openSqliteStore } from './store/sqlite.ts'
 import { migrateStore } from './store/open.ts'
@@ -43,6 +44,11 @@ Usage:
                                        [--admin URL] [--token T]
                                        print per-project usage as a table (through the admin API
                                        when the gateway runs: token from --token or TOLLGATE_ADMIN_TOKEN)
+  tollgate user add --email E --role operator|owner [--project ID]...
+                                       create an admin account (password asked without echo, or
+                                       read from stdin; never an argument)
+  tollgate user passwd --email E       change an account's password (signs its sessions out)
+  tollgate user list                   accounts, roles and owned projects
   tollgate --version | --help
 `
 
@@ -179,6 +185,8 @@ export async function main(argv: string[]): Promise<number> {
       return usageCommand(file, flags)
     case 'migrate':
       return migrate(file)
+    case 'user':
+      return userCommand(file, rest, flags)
     case '--version':
     case '-v':
       console.log(version())

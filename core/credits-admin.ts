@@ -1,12 +1,13 @@
 /**
- * The admin API over a project's credit balance (token-protected, on the admin listener):
+ * The admin API over a project's credit balance (on the admin listener; an owner's session reaches
+ * its own projects, and a top-up is an operator's):
  *
  *   GET  /admin/projects/:id/credits                  balance (incl. granted), period, schedule, next refill
  *   POST /admin/projects/:id/credits/top-up           {amount, reason?, idempotencyKey?}: grant credits
  *   GET  /admin/projects/:id/credits/ledger?period=   the entries that explain a period's balance
  *
- * A top-up is a grant (`Store.grantCredits`) in the project's current period, with the
- * `x-admin-actor` header (default `admin`) as its actor: the grant row records who, when, why and
+ * A top-up is a grant (`Store.grantCredits`) in the project's current period, with the caller's
+ * audit actor (a user's email, or `token[:x-admin-actor]` for the admin token) as its actor: the grant row records who, when, why and
  * how much, and the ledger lists it; a top-up that granted is also appended to the project's
  * audit trail (`credits.top_up`, after the grant committed). Its id is `topup:<project>:<idempotencyKey>`, so the same key
  * sent again (a retry after a lost answer) grants once and answers 200 with the first grant's
@@ -17,6 +18,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { GatewayError } from './errors.ts'
 import { parseJson, readBody } from './http/body.ts'
+import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
 import type { Project, ProjectDirectory } from './projects.ts'
 import { Router, normalisePath } from './router.ts'
 import { scheduleBounds } from './store/periods.ts'
@@ -27,13 +29,14 @@ export interface CreditsAdminDeps {
   store: Store
   /** The directory of the table in service. */
   projects(): ProjectDirectory
+  /** Who may see which project (owners their own; operators all). */
+  accounts: Pick<Accounts, 'canAccessProject'>
   /** Epoch-ms clock that picks the current period. */
   clock?: () => number
 }
 
-type Handler = (req: { params: Record<string, string>; query: URLSearchParams; body: unknown; actor: string }) => Promise<{ status?: number; body: unknown }>
+type Handler = (req: { params: Record<string, string>; query: URLSearchParams; body: unknown; principal: AdminPrincipal }) => Promise<{ status?: number; body: unknown }>
 
-const ACTOR = /^[\x21-\x7e][\x20-\x7e]{0,127}$/
 const REASON = /^[\x21-\x7e][\x20-\x7e]{0,63}$/
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:-]{1,128}$/
 /** Period keys: `2026-11`, `2026-11-21`, `2026-11-21T09`, `2026-11-15/P1M`. */
@@ -72,15 +75,16 @@ export function parseTopUp(body: unknown): { amount: number; reason: string; ide
  *
  * @example
  * ```ts
- * const credits = creditsAdmin({ store, projects: () => table.projects })
- * const answer = await credits(req, new URL(req.url, 'http://admin')) // undefined: not a credit route
+ * const credits = creditsAdmin({ store, projects: () => table.projects, accounts })
+ * const answer = await credits(req, new URL(req.url, 'http://admin'), principal) // undefined: not a credit route
  * ```
  */
 export function creditsAdmin(deps: CreditsAdminDeps) {
   const clock = deps.clock ?? Date.now
-  const existing = (id: string): Project => {
+  // Another user's project answers exactly as a missing one: nothing tells an owner it exists.
+  const existing = (id: string, principal: AdminPrincipal): Project => {
     const project = deps.projects().byId(id)
-    if (!project) throw new GatewayError(404, 'project_not_found', `project ${id} does not exist`)
+    if (!project || !deps.accounts.canAccessProject(principal, id)) throw new GatewayError(404, 'project_not_found', `project ${id} does not exist`)
     return project
   }
   const schedule = (project: Project) => ({ period: project.credits.period, refill: project.credits.refill ?? null })
@@ -89,8 +93,8 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
     {
       method: 'GET',
       path: '/admin/projects/:id/credits',
-      handler: async ({ params }) => {
-        const project = existing(params.id)
+      handler: async ({ params, principal }) => {
+        const project = existing(params.id, principal)
         const bounds = scheduleBounds(project.credits, clock())
         const balance = await deps.store.balance(project.id, bounds.key, project.credits.allocation)
         return {
@@ -108,8 +112,11 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
     {
       method: 'POST',
       path: '/admin/projects/:id/credits/top-up',
-      handler: async ({ params, body, actor }) => {
-        const project = existing(params.id)
+      handler: async ({ params, body, principal }) => {
+        const project = existing(params.id, principal)
+        // Credits are money: an owner buys them (x402), an operator grants them.
+        if (principal.role !== 'operator') throw new GatewayError(403, 'operator_only', 'only an operator may top up credits')
+        const actor = principal.actor
         const { amount, reason, idempotencyKey } = parseTopUp(body)
         const period = scheduleBounds(project.credits, clock()).key
         const id = `topup:${project.id}:${idempotencyKey ?? randomUUID()}`
@@ -122,8 +129,8 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
     {
       method: 'GET',
       path: '/admin/projects/:id/credits/ledger',
-      handler: async ({ params, query }) => {
-        const project = existing(params.id)
+      handler: async ({ params, query, principal }) => {
+        const project = existing(params.id, principal)
         const asked = query.get('period')
         if (asked !== null && !PERIOD_KEY.test(asked)) {
           throw new GatewayError(400, 'invalid_query', 'period must be a period key: 2026-11, 2026-11-21, 2026-11-21T09 or 2026-11-15/P1M')
@@ -136,7 +143,7 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
   ]
   const router = new Router(routes.map((route) => ({ methods: [route.method], path: route.path, value: route.handler })))
 
-  return async (req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined> => {
+  return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status?: number; body: unknown } | undefined> => {
     let match
     try {
       match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
@@ -144,11 +151,8 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
       if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
       throw error
     }
-    const actorHeader = req.headers['x-admin-actor']
-    const actor = typeof actorHeader === 'string' ? actorHeader : 'admin'
-    if (!ACTOR.test(actor)) throw new GatewayError(400, 'invalid_header', 'x-admin-actor must be 1 to 128 printable ASCII characters')
     const raw = req.method === 'POST' ? await readBody(req, 1 << 16) : undefined
     const body = raw?.length ? parseJson(raw) : undefined
-    return match.value({ params: match.params, query: url.searchParams, body, actor })
+    return match.value({ params: match.params, query: url.searchParams, body, principal })
   }
 }

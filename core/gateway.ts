@@ -32,6 +32,8 @@ import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
 import { creditsAdmin } from './credits-admin.ts'
+import { startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
+import { Accounts } from './accounts/authenticate.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -75,6 +77,8 @@ export class Gateway {
   readonly store: Store
   /** Keeps the table's projects equal to gateway.yaml + the store's run-time settings. */
   readonly settingsSync: ProjectSettingsSync
+  /** Admin users and sessions: resolves who calls the admin API (core/accounts/authenticate.ts). */
+  readonly accounts: Accounts
   readonly #options: StartOptions
   #table: Table
   #upstreams: Map<string, UpstreamHandle>
@@ -84,6 +88,8 @@ export class Gateway {
   #draining = false
   #reloading: Promise<ReloadResult> | undefined
   #debounce: NodeJS.Timeout | undefined
+  /** Cloud workstations, when gateway.yaml has a `workstations` section (a restart applies changes to it). */
+  #workstations: Workstations | undefined
   readonly #deps: PipelineDeps
 
   private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics, settingsSync: ProjectSettingsSync) {
@@ -92,6 +98,7 @@ export class Gateway {
     this.#table = table
     this.#upstreams = upstreams
     this.store = store
+    this.accounts = new Accounts({ store, sessions: () => this.#table.config.admin.sessions, tokenHash: () => this.#table.config.admin.tokenHash })
     this.log = log
     this.metrics = metrics
     this.#deps = {
@@ -143,6 +150,15 @@ export class Gateway {
     settingsSync.apply(built.table.projects, built.table.seedProjects)
     metrics.configLoaded(config.hash)
     metrics.reloads.inc({ result: 'success' })
+    if (config.workstations) {
+      gateway.#workstations = await startWorkstations({
+        config: config.workstations,
+        configDir: config.dir,
+        store,
+        project: (id) => gateway.#table.projects.byId(id),
+        log,
+      })
+    }
     await gateway.#listen(config)
     if (options.watch ?? config.watch) gateway.#watch(config)
     log.info(
@@ -180,8 +196,16 @@ export class Gateway {
         keepAliveTimeout: limits.keepAliveTimeoutMs,
         connectionsCheckingInterval: 1000,
       },
-      (req, res) => handleRequest(this.#deps, this.#table, req, res),
+      (req, res) => {
+        // Workstations are not routes of the table: their own sign-in, identity check and proxy.
+        if (this.#workstations && WorkstationPublicRoutes.owns(req.url)) return void this.#workstations.routes.handle(req, res)
+        handleRequest(this.#deps, this.#table, req, res)
+      },
     )
+    this.#server.on('upgrade', (req, socket, head) => {
+      if (this.#workstations && WorkstationPublicRoutes.owns(req.url) && !this.#draining) return void this.#workstations.routes.upgrade(req, socket, head)
+      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
+    })
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
     this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
       if (!socket.writable) return socket.destroy()
@@ -213,8 +237,17 @@ export class Gateway {
       reload: () => this.reload(),
       tokenHash: () => this.#table.config.admin.tokenHash,
       protectMetrics: () => this.#table.config.admin.protectMetrics,
-      settingsRoutes: settingsAdmin({ settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects }, () => this.#table.seedProjects),
-      creditsRoutes: creditsAdmin({ store: this.store, projects: () => this.#table.projects }),
+      accounts: this.accounts,
+      settingsRoutes: settingsAdmin(
+        { settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects, accounts: this.accounts },
+        () => this.#table.seedProjects,
+      ),
+      creditsRoutes: creditsAdmin({ store: this.store, projects: () => this.#table.projects, accounts: this.accounts }),
+      publicPages: async (req, url) => (this.#workstations ? workstationPanelRoute(req, url, this.#workstations.publicUrl) : undefined),
+      extraRoutes: async (req, url, principal) => {
+        if (!this.#workstations) return undefined
+        return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
+      },
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
@@ -320,6 +353,7 @@ export class Gateway {
     this.#server.closeAllConnections()
     await closed
     this.settingsSync.stop()
+    await this.#workstations?.close()
     await closeTable(this.#table)
     await Promise.allSettled([...this.#upstreams.values()].map((u) => u.pool.close()))
     await new Promise<void>((done) => {

@@ -24,7 +24,7 @@ export function blankProject(id: string): Project {
     plan: 'standard',
     scopes: new Set(),
     credits: { allocation: 0, period: 'month' },
-    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false },
+    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false },
     keys: [],
     settings: {},
   }
@@ -37,7 +37,7 @@ export function applyOverride(base: Project, override: ProjectOverride): Project
     let key = keys.find((k) => k.label === change.label)
     if (change.hash !== undefined) {
       // A key added at run time; it replaces a yaml key of the same label (the admin API refuses that case).
-      const added: ApiKeyRecord = { label: change.label, hash: change.hash, disabled: false }
+      const added: ApiKeyRecord = { label: change.label, hash: change.hash, disabled: false, ...(change.prefix ? { prefix: change.prefix } : {}) }
       if (key) keys[keys.indexOf(key)] = added
       else keys.push(added)
       key = added
@@ -54,6 +54,7 @@ export function applyOverride(base: Project, override: ProjectOverride): Project
     credits: { ...base.credits, ...override.credits },
     features: { ...base.features, ...override.features },
     secretHash: override.secretHash === undefined ? base.secretHash : (override.secretHash ?? undefined),
+    ...(override.previousSecret ? { previousSecret: override.previousSecret } : base.previousSecret ? { previousSecret: base.previousSecret } : {}),
     keys,
     settings: base.settings,
   }

@@ -5,18 +5,31 @@
  *   GET   /admin/projects/:id
  *   POST  /admin/projects                             create a project that exists only in the store
  *   PATCH /admin/projects/:id                         plan, name, scopes, features, credits, secretHash
+ *   GET   /admin/projects/:id/keys                    labels, prefixes and states (never a hash)
  *   POST  /admin/projects/:id/keys                    add a key by hash, or generate one (shown once)
  *   POST  /admin/projects/:id/keys/:label/disable     (and /enable)
+ *   POST  /admin/projects/:id/keys/:label/expire      {expiresAt: ISO | null}
+ *   POST  /admin/projects/:id/keys/:label/rotate      {graceSeconds}: a new key (shown once); the old one works until the grace ends
+ *   POST  /admin/projects/:id/secret                  generate the project secret (shown once)
+ *   POST  /admin/projects/:id/secret/rotate           {graceSeconds}: a new secret (shown once); both work during the grace
  *   POST  /admin/projects/:id/reset                   drop the run-time overrides: the yaml is in force again
  *   GET   /admin/projects/:id/audit                   changes to the project, newest first
  *   GET   /admin/settings/audit                       every change, newest first
  *
  * A change answers after this instance's directory has it, so the next request here is judged by
  * it; other instances follow on the store's notification (or its backstop re-read).
- * Who made a change is the `x-admin-actor` header (default `admin`); it goes to the audit trail.
+ *
+ * Who may: operators (and the admin bearer token) everything; an owner only their own projects (any
+ * other answers 404 project_not_found, as a project that does not exist), and there only the name,
+ * keys, the secret and the Sponsored Wallet / ZK Prove Batch toggles. A session user toggling those
+ * two must repeat their account password in the same body (`password`); Relay to Confidential Space
+ * and TEE are operators' only. The audit actor is the session's user (email), or for the bearer
+ * token the `x-admin-actor` header (default `admin`).
  */
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
+import { requireOperator } from './admin.ts'
 import { GatewayError } from './errors.ts'
 import { parseJson, readBody } from './http/body.ts'
 import { hashCredential, SCOPES, type Project, type ProjectDirectory } from './projects.ts'
@@ -29,15 +42,28 @@ export interface SettingsAdminDeps {
   sync: ProjectSettingsSync
   /** The directory of the table in service. */
   projects(): ProjectDirectory
+  accounts: Accounts
 }
 
-type Handler = (req: { params: Record<string, string>; query: URLSearchParams; body: unknown; actor: string }) => Promise<{ status?: number; body: unknown }>
+type Handler = (req: {
+  params: Record<string, string>
+  query: URLSearchParams
+  body: unknown
+  actor: string
+  principal: AdminPrincipal
+}) => Promise<{ status?: number; body: unknown }>
 
 const PROJECT_ID = /^[a-zA-Z0-9_.-]{1,64}$/
 const KEY_LABEL = /^[a-zA-Z0-9_.:-]{1,64}$/
 const HASH = /^sha256:[0-9a-f]{64}$/
-const ACTOR = /^[\x21-\x7e][\x20-\x7e]{0,127}$/
-const FEATURES: readonly (keyof FeatureFlags)[] = ['proveBatch', 'sponsoredWallet', 'relayToConfidentialSpace', 'tee']
+/** What an owner may PATCH; the rest (plan, scopes, credits, secretHash) is an operator's. */
+const OWNER_FIELDS = ['name', 'features']
+/** Toggles that need the account password from a session user. */
+const PASSWORD_FEATURES: readonly (keyof FeatureFlags)[] = ['proveBatch', 'sponsoredWallet']
+/** Toggles only an operator may change. */
+const OPERATOR_FEATURES: readonly (keyof FeatureFlags)[] = ['relayToConfidentialSpace', 'tee', 'workstation']
+const MAX_GRACE_SECONDS = 30 * 86400
+const FEATURES: readonly (keyof FeatureFlags)[] = ['proveBatch', 'sponsoredWallet', 'relayToConfidentialSpace', 'tee', 'workstation']
 const PERIODS = ['hour', 'day', 'month'] as const
 const FIELDS = ['name', 'plan', 'scopes', 'features', 'credits', 'secretHash']
 
@@ -170,36 +196,84 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
     await deps.sync.refresh()
     return { status, body: { ...extra, project: view(id) } }
   }
+  const keyOf = (project: Project, label: string) => {
+    const key = project.keys.find((k) => k.label === label)
+    if (!key) throw new GatewayError(404, 'key_not_found', `project ${project.id} has no key labelled ${label}`)
+    return key
+  }
   const setDisabled = (disabled: boolean): Handler => async ({ params, actor }) => {
-    const project = existing(params.id)
-    if (!project.keys.some((k) => k.label === params.label)) throw new GatewayError(404, 'key_not_found', `project ${params.id} has no key labelled ${params.label}`)
+    keyOf(existing(params.id), params.label)
     await deps.settings.updateKey(params.id, params.label, { disabled }, actor)
     return done(200, params.id)
   }
+  const operatorOnly = (handler: Handler): Handler => async (req) => {
+    requireOperator(req.principal)
+    return handler(req)
+  }
 
   const routes: { method: string; path: string; handler: Handler }[] = [
-    { method: 'GET', path: '/admin/projects', handler: async () => ({ body: { projects: deps.projects().all().map((p) => view(p.id)) } }) },
+    {
+      method: 'GET',
+      path: '/admin/projects',
+      handler: async ({ principal }) => ({
+        body: { projects: deps.projects().all().filter((p) => deps.accounts.canAccessProject(principal, p.id)).map((p) => view(p.id)) },
+      }),
+    },
     { method: 'GET', path: '/admin/projects/:id', handler: async ({ params }) => ({ body: { project: view(params.id) } }) },
     {
       method: 'POST',
       path: '/admin/projects',
-      handler: async ({ body, actor }) => {
+      handler: operatorOnly(async ({ body, actor }) => {
         const { id, ...rest } = object(body, 'body')
         if (typeof id !== 'string' || !PROJECT_ID.test(id)) throw invalid('id must be 1 to 64 letters, digits, _ . or -')
         if (deps.projects().byId(id)) throw new GatewayError(409, 'project_exists', `project ${id} already exists`)
         await deps.settings.createProject(id, parseFields(rest), actor).catch(conflict)
         return done(201, id)
-      },
+      }),
     },
     {
       method: 'PATCH',
       path: '/admin/projects/:id',
-      handler: async ({ params, body, actor }) => {
+      handler: async ({ params, body, actor, principal }) => {
         existing(params.id)
-        const fields = parseFields(object(body, 'body'))
+        const { password, ...rest } = object(body, 'body')
+        const fields = parseFields(rest)
         if (Object.keys(fields).length === 0) throw invalid(`the body changes nothing; fields: ${FIELDS.join(', ')}`)
+        if (password !== undefined && (typeof password !== 'string' || password.length > 1024)) throw invalid('password must be a string')
+        const features = Object.keys(fields.features ?? {}) as (keyof FeatureFlags)[]
+        if (principal.role !== 'operator') {
+          const barred = Object.keys(fields).find((f) => !OWNER_FIELDS.includes(f))
+          if (barred) throw new GatewayError(403, 'operator_only', `only an operator may change ${barred}`)
+        }
+        const operatorFeature = features.find((f) => OPERATOR_FEATURES.includes(f))
+        if (operatorFeature && principal.role !== 'operator') throw new GatewayError(403, 'operator_only', `features.${operatorFeature} is changed by an operator only`)
+        // A session user confirms Sponsored Wallet / ZK Prove Batch with the account password; the
+        // bearer token is itself the operator's credential and needs none.
+        if (principal.kind === 'session' && features.some((f) => PASSWORD_FEATURES.includes(f))) {
+          if (typeof password !== 'string' || password === '') throw new GatewayError(403, 'password_required', 'changing features.proveBatch or features.sponsoredWallet needs your account password in the field password')
+          if (!(await deps.accounts.passwordMatches(principal, password))) throw new GatewayError(403, 'password_incorrect', 'the password is not this account\'s; nothing was changed')
+        }
         await deps.settings.updateProject(params.id, fields, actor)
         return done(200, params.id)
+      },
+    },
+    {
+      method: 'GET',
+      path: '/admin/projects/:id/keys',
+      handler: async ({ params }) => {
+        const project = existing(params.id)
+        const now = Date.now()
+        return {
+          body: {
+            keys: project.keys.map((key) => ({
+              label: key.label,
+              prefix: key.prefix ?? null,
+              disabled: key.disabled,
+              expiresAt: key.expiresAt === undefined ? null : new Date(key.expiresAt).toISOString(),
+              active: !key.disabled && (key.expiresAt === undefined || now < key.expiresAt),
+            })),
+          },
+        }
       },
     },
     {
@@ -214,37 +288,98 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
         const expiresAt = parseExpiry(request.expiresAt, 'expiresAt')
         const label = request.label
         if (project.keys.some((k) => k.label === label)) throw new GatewayError(409, 'key_exists', `project ${project.id} already has a key labelled ${label}`)
-        // Generated: 256 random bits; only its hash is stored, the key is in this answer and nowhere else.
-        const generated = request.hash === undefined ? 'tg_' + randomBytes(32).toString('base64url') : undefined
-        const hash = (request.hash as string | undefined) ?? hashCredential(generated!)
+        const generated = request.hash === undefined ? generateKey() : undefined
+        const hash = (request.hash as string | undefined) ?? hashCredential(generated!.key)
         if (deps.projects().ownerOfHash(hash)) throw new GatewayError(409, 'key_exists', 'this key is already registered')
-        await deps.settings.addKey(project.id, { label, hash, ...(expiresAt !== undefined ? { expiresAt } : {}) }, actor).catch(conflict)
-        return done(201, project.id, generated ? { key: generated, label } : { label })
+        const key = { label, hash, ...(expiresAt !== undefined ? { expiresAt } : {}), ...(generated ? { prefix: generated.prefix } : {}) }
+        await deps.settings.addKey(project.id, key, actor).catch(conflict)
+        return done(201, project.id, generated ? { key: generated.key, label, prefix: generated.prefix } : { label })
       },
     },
     { method: 'POST', path: '/admin/projects/:id/keys/:label/disable', handler: setDisabled(true) },
     { method: 'POST', path: '/admin/projects/:id/keys/:label/enable', handler: setDisabled(false) },
     {
       method: 'POST',
+      path: '/admin/projects/:id/keys/:label/expire',
+      handler: async ({ params, body, actor }) => {
+        keyOf(existing(params.id), params.label)
+        const request = object(body ?? {}, 'body')
+        for (const name of Object.keys(request)) if (name !== 'expiresAt') throw invalid(`unknown field ${name}; allowed: expiresAt`)
+        if (!('expiresAt' in request)) throw invalid('expiresAt is required: an ISO 8601 date-time, or null for never')
+        const expiresAt = request.expiresAt === null ? null : parseExpiry(request.expiresAt, 'expiresAt')!
+        await deps.settings.updateKey(params.id, params.label, { expiresAt }, actor)
+        return done(200, params.id)
+      },
+    },
+    {
+      method: 'POST',
+      path: '/admin/projects/:id/keys/:label/rotate',
+      handler: async ({ params, body, actor }) => {
+        const project = existing(params.id)
+        const key = keyOf(project, params.label)
+        const grace = parseGrace(body)
+        const now = Date.now()
+        if (key.disabled || (key.expiresAt !== undefined && now >= key.expiresAt)) {
+          throw new GatewayError(409, 'key_inactive', `key ${key.label} is disabled or expired: add a new key instead of rotating it`)
+        }
+        const generated = generateKey()
+        const previous = {
+          label: `${key.label.slice(0, 44)}.rotated-${now.toString(36)}`,
+          hash: key.hash,
+          // The grace never outlives the old key's own expiry.
+          expiresAt: Math.min(now + grace * 1000, key.expiresAt ?? Infinity),
+          ...(key.prefix ? { prefix: key.prefix } : {}),
+        }
+        await deps.settings.rotateKey(project.id, key.label, { hash: hashCredential(generated.key), prefix: generated.prefix }, previous, actor).catch(conflict)
+        return done(200, project.id, { key: generated.key, label: key.label, prefix: generated.prefix, previousLabel: previous.label, graceUntil: new Date(previous.expiresAt).toISOString() })
+      },
+    },
+    {
+      method: 'POST',
+      path: '/admin/projects/:id/secret',
+      handler: async ({ params, body, actor }) => {
+        const project = existing(params.id)
+        if (body !== undefined && Object.keys(object(body, 'body')).length > 0) throw invalid('the body must be empty')
+        if (project.secretHash !== undefined) throw new GatewayError(409, 'secret_exists', `project ${project.id} has a secret: rotate it (POST /admin/projects/${project.id}/secret/rotate)`)
+        const secret = generateSecret()
+        await deps.settings.updateProject(project.id, { secretHash: hashCredential(secret), previousSecret: null }, actor)
+        return done(201, project.id, { secret })
+      },
+    },
+    {
+      method: 'POST',
+      path: '/admin/projects/:id/secret/rotate',
+      handler: async ({ params, body, actor }) => {
+        const project = existing(params.id)
+        const grace = parseGrace(body)
+        if (project.secretHash === undefined) throw new GatewayError(409, 'no_secret', `project ${project.id} has no secret: create one (POST /admin/projects/${project.id}/secret)`)
+        const secret = generateSecret()
+        const until = Date.now() + grace * 1000
+        await deps.settings.updateProject(project.id, { secretHash: hashCredential(secret), previousSecret: { hash: project.secretHash, until } }, actor)
+        return done(200, project.id, { secret, graceUntil: new Date(until).toISOString() })
+      },
+    },
+    {
+      method: 'POST',
       path: '/admin/projects/:id/reset',
-      handler: async ({ params, actor }) => {
+      handler: operatorOnly(async ({ params, actor }) => {
         existing(params.id)
         await deps.settings.resetProject(params.id, actor)
         await deps.sync.refresh()
         const project = deps.projects().byId(params.id)
         return { body: project ? { project: view(params.id) } : { removed: params.id } }
-      },
+      }),
     },
     {
       method: 'GET',
       path: '/admin/projects/:id/audit',
       handler: async ({ params, query }) => ({ body: { changes: await deps.settings.audit({ projectId: params.id, limit: limitOf(query) }) } }),
     },
-    { method: 'GET', path: '/admin/settings/audit', handler: async ({ query }) => ({ body: { changes: await deps.settings.audit({ limit: limitOf(query) }) } }) },
+    { method: 'GET', path: '/admin/settings/audit', handler: operatorOnly(async ({ query }) => ({ body: { changes: await deps.settings.audit({ limit: limitOf(query) }) } })) },
   ]
   const router = new Router(routes.map((route) => ({ methods: [route.method], path: route.path, value: route.handler })))
 
-  return async (req: IncomingMessage, url: URL): Promise<{ status?: number; body: unknown } | undefined> => {
+  return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status?: number; body: unknown } | undefined> => {
     let match
     try {
       match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
@@ -252,14 +387,34 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
       if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
       throw error
     }
-    const actorHeader = req.headers['x-admin-actor']
-    const actor = typeof actorHeader === 'string' ? actorHeader : 'admin'
-    if (!ACTOR.test(actor)) throw new GatewayError(400, 'invalid_header', 'x-admin-actor must be 1 to 128 printable ASCII characters')
+    // Another user's project answers what a missing one answers, before any other work.
+    const projectId = match.params.id
+    if (projectId !== undefined && !deps.accounts.canAccessProject(principal, projectId)) throw projectNotFound(projectId)
     const raw = req.method === 'POST' || req.method === 'PATCH' ? await readBody(req, 1 << 16) : undefined
     const body = raw?.length ? parseJson(raw) : undefined
     if (req.method === 'PATCH' && body === undefined) throw invalid('a JSON body is required')
-    return match.value({ params: match.params, query: url.searchParams, body, actor })
+    return match.value({ params: match.params, query: url.searchParams, body, actor: principal.actor, principal })
   }
+}
+
+/** A new API key: 256 random bits; only its hash is stored, the key is in one answer and nowhere else. */
+function generateKey(): { key: string; prefix: string } {
+  const key = 'tg_' + randomBytes(32).toString('base64url')
+  return { key, prefix: key.slice(0, 8) }
+}
+
+function generateSecret(): string {
+  return 'tgs_' + randomBytes(32).toString('base64url')
+}
+
+function parseGrace(body: unknown): number {
+  const request = object(body ?? {}, 'body')
+  for (const name of Object.keys(request)) if (name !== 'graceSeconds') throw invalid(`unknown field ${name}; allowed: graceSeconds`)
+  const grace = request.graceSeconds
+  if (typeof grace !== 'number' || !Number.isSafeInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS) {
+    throw invalid(`graceSeconds must be an integer from 0 to ${MAX_GRACE_SECONDS}`)
+  }
+  return grace
 }
 
 function limitOf(query: URLSearchParams): number {

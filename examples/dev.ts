@@ -53,6 +53,12 @@ try {
     process.env.X402_SOLANA_FACILITATOR_KEY ??= local.accounts.facilitator.secretKeyBase58
     process.env.X402_SOLANA_ASSET ??= local.mint
   })
+  await optional('./oidc-provider.ts', async (m) => {
+    // The identity provider workstation owners sign in with; the demo project's owner is "demo-user".
+    const idp = await m.startLocalOidcProvider(port('OIDC_ISSUER', 18900))
+    idp.register({ clientId: 'tollgate-workstations', redirectUris: [`http://127.0.0.1:${process.env.TOLLGATE_PORT ?? 8080}/workstations/_auth/callback`] })
+    keep(idp, 'OpenID provider (sign in as demo-user)', idp.issuer)
+  })
 } catch (error) {
   console.error(`could not start the stand-ins: ${(error as Error).message}`)
   await Promise.allSettled(started.map((s) => s.close()))

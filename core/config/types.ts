@@ -34,7 +34,7 @@ export interface ProjectConfig {
   plan: string
   scopes: string[]
   credits: { allocation: number; period: 'hour' | 'day' | 'month' }
-  features: { proveBatch: boolean; sponsoredWallet: boolean; relayToConfidentialSpace: boolean; tee: boolean }
+  features: { proveBatch: boolean; sponsoredWallet: boolean; relayToConfidentialSpace: boolean; tee: boolean; workstation: boolean }
   secretHash?: string
   keys: { label: string; hash: string; disabled: boolean; expiresAt?: string }[]
   settings: Record<string, unknown>
@@ -50,6 +50,18 @@ export interface StoreConfig {
   keyPrefix: string
   poolSize: number
   instanceTimeoutMs: number
+}
+
+export interface WorkstationsConfig {
+  driver: 'process' | 'docker'
+  docker?: { socketPath: string; image: string; containerPort: number; homePath: string }
+  dir: string
+  creditsPerMinute: number
+  idleStopMinutes: number
+  startTimeoutSeconds: number
+  stopTimeoutSeconds: number
+  publicUrl?: string
+  oidc?: { issuer: string; clientId: string; clientSecret?: string }
 }
 
 export interface GatewayConfig {
@@ -69,8 +81,10 @@ export interface GatewayConfig {
       maxRequestsPerSocket: number
     }
   }
-  admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean }
+  admin: { listen: { host: string; port: number }; tokenHash?: string; protectMetrics: boolean; sessions: AdminSessionsConfig }
   store: StoreConfig
+  /** Cloud workstations; absent when the service is off. */
+  workstations?: WorkstationsConfig
   log: { level: string; access: boolean }
   watch: boolean
   projects: ProjectConfig[]
@@ -84,4 +98,12 @@ export interface GatewayConfig {
   file: string
   /** sha256 of the config text (after interpolation sources: file + projects file). */
   hash: string
+}
+
+/** `admin.sessions`: the admin accounts' sign-in sessions. */
+export interface AdminSessionsConfig {
+  idleTimeoutSeconds: number
+  absoluteTimeoutSeconds: number
+  secureCookie: boolean
+  signInLimit: { perAccount: number; perIp: number; windowSeconds: number }
 }

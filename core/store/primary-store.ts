@@ -27,6 +27,7 @@ import type {
   UsageEvent,
   UsageRow,
 } from './types.ts'
+import { AccountConflict, type AccountsStore } from './accounts/types.ts'
 import { SettingsConflict, type SettingsListener, type SettingsStore } from './settings/types.ts'
 
 interface CallMessage {
@@ -64,8 +65,22 @@ const STORE_OPS = new Set([
   'takeToken',
   'health',
 ])
-const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete'])
-const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'resetProject', 'recordAction', 'audit'])
+const DOCUMENT_OPS = new Set(['insertIfAbsent', 'get', 'update', 'listByOwner', 'delete', 'getWithRevision', 'compareAndSet'])
+const SETTINGS_OPS = new Set(['read', 'version', 'createProject', 'updateProject', 'addKey', 'updateKey', 'rotateKey', 'resetProject', 'recordAction', 'audit'])
+const ACCOUNTS_OPS = new Set<keyof AccountsStore>([
+  'createUser',
+  'userByEmail',
+  'userById',
+  'listUsers',
+  'setPassword',
+  'addProjects',
+  'createSession',
+  'sessionByTokenHash',
+  'touchSession',
+  'deleteSession',
+  'listSessions',
+  'deleteExpiredSessions',
+])
 
 /**
  * Primary side: answers the store calls of every worker and forwards settings changes to them.
@@ -81,6 +96,7 @@ export function serveStoreToWorkers(store: Store, workers: () => Iterable<Worker
     if (op === 'recoverPendingReservations') return Promise.resolve(0) // the primary recovered once at open
     const [scope, ...rest] = op.split('.')
     if (scope === 'settings' && SETTINGS_OPS.has(rest[0])) return (store.settings as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[rest[0]](...args)
+    if (scope === 'accounts' && ACCOUNTS_OPS.has(rest[0] as keyof AccountsStore)) return (store.accounts as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[rest[0]](...args)
     if (scope === 'documents' && rest.length >= 2) {
       const method = rest[rest.length - 1]
       const collection = rest.slice(0, -1).join('.')
@@ -119,6 +135,7 @@ function reply(worker: Worker, message: ReplyMessage): void {
 export class PrimaryStore implements Store {
   readonly engine = 'sqlite'
   readonly settings: SettingsStore
+  readonly accounts: AccountsStore
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>()
   readonly #collections = new Map<string, DocumentCollection>()
   readonly #listeners = new Set<SettingsListener>()
@@ -150,12 +167,15 @@ export class PrimaryStore implements Store {
       updateKey: (...args) => call('settings.updateKey', args),
       resetProject: (...args) => call('settings.resetProject', args),
       recordAction: (...args) => call('settings.recordAction', args),
+      rotateKey: (...args) => call('settings.rotateKey', args),
       audit: (...args) => call('settings.audit', args),
       subscribe(listener) {
         listeners.add(listener)
         return () => listeners.delete(listener)
       },
     }
+    // Every accounts method is a plain call answered by the primary's store.
+    this.accounts = Object.fromEntries([...ACCOUNTS_OPS].map((op) => [op, (...args: unknown[]) => call(`accounts.${op}`, args)])) as unknown as AccountsStore
   }
 
   #call<T>(op: string, args: unknown[]): Promise<T> {
@@ -220,6 +240,8 @@ export class PrimaryStore implements Store {
         update: <T>(key: string, doc: T) => call<boolean>('update', [key, doc]),
         listByOwner: <T>(owner: string, limit?: number) => call<StoredDocument<T>[]>('listByOwner', limit === undefined ? [owner] : [owner, limit]),
         delete: (key: string) => call<boolean>('delete', [key]),
+        getWithRevision: <T>(key: string) => call<{ stored: StoredDocument<T>; revision: number } | undefined>('getWithRevision', [key]).then((value) => value ?? undefined),
+        compareAndSet: <T>(key: string, revision: number, doc: T) => call<number | undefined>('compareAndSet', [key, revision, doc]).then((value) => value ?? undefined),
       }
       this.#collections.set(collection, found)
     }
@@ -235,6 +257,7 @@ export class PrimaryStore implements Store {
 }
 
 function revive(error: { name: string; message: string; code?: string }): Error {
+  if (error.name === 'AccountConflict') return new AccountConflict(error.message)
   if (error.name === 'SettingsConflict') return new SettingsConflict(error.code as 'project_exists' | 'key_exists', error.message)
   const revived = new Error(error.message) as Error & { code?: string }
   revived.name = error.name

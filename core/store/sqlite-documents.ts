@@ -19,6 +19,7 @@ CREATE TABLE IF NOT EXISTS documents (
   doc TEXT NOT NULL,
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 1,
   PRIMARY KEY (collection, key)
 );
 CREATE INDEX IF NOT EXISTS documents_by_owner ON documents (collection, owner, created_at);
@@ -38,22 +39,29 @@ interface DocumentStatements {
   update: Database.Statement
   listByOwner: Database.Statement
   delete: Database.Statement
+  getWithRevision: Database.Statement
+  compareAndSet: Database.Statement
 }
 
 /** Prepares the statements once; collections share them and bind their own name. */
 export function prepareDocumentStatements(db: Database.Database): DocumentStatements {
   db.exec(DOCUMENTS_SCHEMA)
+  // Data directories made before revisions existed: every document starts at revision 1.
+  const columns = db.prepare('PRAGMA table_info(documents)').all() as { name: string }[]
+  if (!columns.some((column) => column.name === 'revision')) db.exec('ALTER TABLE documents ADD COLUMN revision INTEGER NOT NULL DEFAULT 1')
   return {
     insert: db.prepare(`
       INSERT INTO documents (collection, key, owner, doc, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (collection, key) DO NOTHING`),
     get: db.prepare('SELECT key, owner, doc, created_at, updated_at FROM documents WHERE collection = ? AND key = ?'),
-    update: db.prepare('UPDATE documents SET doc = ?, updated_at = ? WHERE collection = ? AND key = ?'),
+    update: db.prepare('UPDATE documents SET doc = ?, updated_at = ?, revision = revision + 1 WHERE collection = ? AND key = ?'),
     // rowid breaks ties between documents created in the same millisecond: insertion order.
     listByOwner: db.prepare(`
       SELECT key, owner, doc, created_at, updated_at FROM documents
       WHERE collection = ? AND owner = ? ORDER BY created_at, rowid LIMIT ?`),
     delete: db.prepare('DELETE FROM documents WHERE collection = ? AND key = ?'),
+    getWithRevision: db.prepare('SELECT key, owner, doc, created_at, updated_at, revision FROM documents WHERE collection = ? AND key = ?'),
+    compareAndSet: db.prepare('UPDATE documents SET doc = ?, updated_at = ?, revision = revision + 1 WHERE collection = ? AND key = ? AND revision = ?'),
   }
 }
 
@@ -108,6 +116,20 @@ export class SqliteDocumentCollection implements DocumentCollection {
 
   async delete(key: string): Promise<boolean> {
     return this.writes.enqueue(() => this.stmts.delete.run(this.name, key).changes === 1, true)
+  }
+
+  async getWithRevision<T>(key: string): Promise<{ stored: StoredDocument<T>; revision: number } | undefined> {
+    this.writes.drain()
+    const row = this.stmts.getWithRevision.get(this.name, key) as (DocumentRow & { revision: number }) | undefined
+    return row === undefined ? undefined : { stored: toStored<T>(row), revision: row.revision }
+  }
+
+  async compareAndSet<T>(key: string, revision: number, doc: T): Promise<number | undefined> {
+    if (!Number.isInteger(revision) || revision < 1) throw new RangeError(`revision must be a positive integer, got ${revision}`)
+    const json = toJson(doc)
+    const now = this.clock()
+    // Checked and written inside the batch's transaction: no other write can slip between.
+    return this.writes.enqueue(() => (this.stmts.compareAndSet.run(json, now, this.name, key, revision).changes === 1 ? revision + 1 : undefined), true)
   }
 
   private read<T>(key: string): StoredDocument<T> | undefined {

@@ -46,6 +46,7 @@ import { prepareDocumentStatements, SqliteDocumentCollection } from './sqlite-do
 import { SqliteUsageLog } from './sqlite-usage.ts'
 import { TokenBuckets } from './token-bucket.ts'
 import { SqliteSettings } from './settings/sqlite.ts'
+import { SqliteAccounts } from './accounts/sqlite.ts'
 import type {
   CreditBalance,
   CreditGrant,
@@ -127,6 +128,8 @@ export class SqliteStore implements Store {
   private closed = false
   /** Project settings overrides, in this database; notifications are in-process (one process owns it). */
   readonly settings: SqliteSettings
+  /** Users and admin sessions, in this database. */
+  readonly accounts: SqliteAccounts
 
   constructor(options: SqliteStoreOptions) {
     mkdirSync(options.dataDir, { recursive: true })
@@ -161,6 +164,7 @@ export class SqliteStore implements Store {
       this.usage = new SqliteUsageLog(this.db, usageFlushMs)
       this.documentStmts = prepareDocumentStatements(this.db)
       this.settings = new SqliteSettings(this.db, this.clock)
+      this.accounts = new SqliteAccounts(this.db, this.clock)
     } catch (error) {
       this.db.close()
       throw error

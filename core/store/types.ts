@@ -5,6 +5,7 @@
  */
 
 import type { SettingsStore } from './settings/types.ts'
+import type { AccountsStore } from './accounts/types.ts'
 
 export type Granularity = 'hour' | 'day'
 
@@ -160,6 +161,9 @@ export interface Store {
   /** Project settings changed at run time (overrides of gateway.yaml's projects), with change notifications. */
   readonly settings: SettingsStore
 
+  /** Admin users, the projects they own, and their sign-in sessions. */
+  readonly accounts: AccountsStore
+
   close(): Promise<void>
 }
 
@@ -180,4 +184,15 @@ export interface DocumentCollection {
   /** Documents of one owner, oldest first. */
   listByOwner<T>(owner: string, limit?: number): Promise<StoredDocument<T>[]>
   delete(key: string): Promise<boolean>
+  /**
+   * A document with its revision: 1 when inserted, +1 on every `update` or successful
+   * `compareAndSet`. What a read-modify-write on several instances hands back to `compareAndSet`.
+   */
+  getWithRevision<T>(key: string): Promise<{ stored: StoredDocument<T>; revision: number } | undefined>
+  /**
+   * Replaces the document only if its revision is still `revision` (compare-and-set), atomically on
+   * every engine. Returns the new revision, or `undefined` when the key is absent or another writer
+   * changed it first (read again and retry). Durable when the promise resolves, like `update`.
+   */
+  compareAndSet<T>(key: string, revision: number, doc: T): Promise<number | undefined>
 }

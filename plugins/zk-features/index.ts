@@ -38,6 +38,7 @@ const FEATURE_NAMES: Record<Feature, string> = {
   sponsoredWallet: 'Sponsored Wallet',
   tee: 'TEE proving',
   relayToConfidentialSpace: 'Relay to Confidential Space',
+  workstation: 'Cloud workstation',
 }
 
 const disabled = (feature: Feature) =>

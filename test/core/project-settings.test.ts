@@ -12,7 +12,7 @@ const base: Project = {
   plan: 'standard',
   scopes: new Set(['zkpaas']),
   credits: { allocation: 100, period: 'month' },
-  features: { proveBatch: false, sponsoredWallet: true, relayToConfidentialSpace: false, tee: false },
+  features: { proveBatch: false, sponsoredWallet: true, relayToConfidentialSpace: false, tee: false, workstation: false },
   secretHash: hashCredential('s'),
   keys: [
     { label: 'main', hash: hashCredential('k-main'), disabled: false },
@@ -25,7 +25,7 @@ const override = (o: Partial<ProjectOverride>): ProjectOverride => ({ id: 'acme'
 t.test('run-time fields win over the yaml; unset fields keep the yaml values', async (t) => {
   const [merged] = mergeProjects([base], [override({ plan: 'enterprise', features: { proveBatch: true }, credits: { allocation: 5 } })])
   t.equal(merged.plan, 'enterprise')
-  t.same(merged.features, { proveBatch: true, sponsoredWallet: true, relayToConfidentialSpace: false, tee: false }, 'features merge one by one')
+  t.same(merged.features, { proveBatch: true, sponsoredWallet: true, relayToConfidentialSpace: false, tee: false, workstation: false }, 'features merge one by one')
   t.same(merged.credits, { allocation: 5, period: 'month' })
   t.same([...merged.scopes], ['zkpaas'])
   t.equal(merged.secretHash, base.secretHash)

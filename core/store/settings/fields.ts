@@ -14,19 +14,23 @@ export function mergeFields(stored: ProjectFields, patch: ProjectFields): Projec
   if (patch.features !== undefined) merged.features = { ...stored.features, ...patch.features }
   if (patch.credits !== undefined) merged.credits = { ...stored.credits, ...patch.credits }
   if (patch.secretHash !== undefined) merged.secretHash = patch.secretHash
+  if (patch.previousSecret !== undefined) merged.previousSecret = patch.previousSecret
   return merged
 }
 
 /** The audit detail of a field change: values, except the secret's hash (only whether one is set). */
 export function fieldsDetail(fields: ProjectFields): Record<string, unknown> {
-  const { secretHash, ...rest } = fields
-  return secretHash === undefined ? { ...rest } : { ...rest, secret: secretHash === null ? 'removed' : 'set' }
+  const { secretHash, previousSecret, ...rest } = fields
+  const detail: Record<string, unknown> = secretHash === undefined ? { ...rest } : { ...rest, secret: secretHash === null ? 'removed' : 'set' }
+  if (previousSecret) detail.previousSecretUntil = new Date(previousSecret.until).toISOString()
+  return detail
 }
 
 export interface KeyState {
   hash?: string
   disabled?: boolean
   expiresAt?: number | null
+  prefix?: string
 }
 
 export interface StoredProjectRow {
@@ -64,6 +68,7 @@ export function toOverrides(projects: StoredProjectRow[], keys: StoredKeyRow[]):
     if (row.state.hash !== undefined) key.hash = row.state.hash
     if (row.state.disabled !== undefined) key.disabled = row.state.disabled
     if (row.state.expiresAt !== undefined) key.expiresAt = row.state.expiresAt
+    if (row.state.prefix !== undefined) key.prefix = row.state.prefix
     project.keys.push(key)
   }
   return [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
@@ -71,4 +76,19 @@ export function toOverrides(projects: StoredProjectRow[], keys: StoredKeyRow[]):
 
 export function change(seq: number, at: number, actor: string, action: SettingsAction, projectId: string, detail: Record<string, unknown>): SettingsChange {
   return { seq, at, actor, action, projectId, detail }
+}
+
+/** State of a rotated key's row: the new hash, enabled, no expiry. */
+export function nextState(next: { hash: string; prefix?: string }): KeyState {
+  return { hash: next.hash, disabled: false, ...(next.prefix ? { prefix: next.prefix } : {}) }
+}
+
+/** State of the key a rotation keeps alive until the grace ends. */
+export function previousState(previous: { hash: string; expiresAt: number; prefix?: string }): KeyState {
+  return { hash: previous.hash, disabled: false, expiresAt: previous.expiresAt, ...(previous.prefix ? { prefix: previous.prefix } : {}) }
+}
+
+/** Audit detail of a rotation: labels and the end of the grace, never a hash. */
+export function rotationDetail(label: string, previous: { label: string; expiresAt: number }): Record<string, unknown> {
+  return { label, previousLabel: previous.label, graceUntil: new Date(previous.expiresAt).toISOString() }
 }

@@ -31,7 +31,7 @@
  * ```
  */
 import type pg from 'pg'
-import { change, fieldsDetail, mergeFields, toOverrides, type KeyState } from './fields.ts'
+import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState } from './fields.ts'
 import {
   SettingsConflict,
   type ProjectFields,
@@ -212,14 +212,14 @@ export class PostgresSettings implements SettingsStore {
     })
   }
 
-  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number }, actor: string): Promise<SettingsChange> {
+  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: string): Promise<SettingsChange> {
     const detail = { label: key.label, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}) }
     return this.#change(actor, 'key.add', projectId, detail, async (client, now) => {
       const labelled = await client.query('SELECT 1 FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, key.label])
       if (labelled.rowCount) throw new SettingsConflict('key_exists', `project ${projectId} already has a key labelled ${key.label}`)
       const hashed = await client.query('SELECT 1 FROM settings_keys WHERE hash = $1', [key.hash])
       if (hashed.rowCount) throw new SettingsConflict('key_exists', 'this key is already registered')
-      const state: KeyState = { hash: key.hash, disabled: false, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}) }
+      const state: KeyState = { hash: key.hash, disabled: false, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}), ...(key.prefix ? { prefix: key.prefix } : {}) }
       await client.query('INSERT INTO settings_keys (project_id, label, hash, state, updated_at, updated_by) VALUES ($1, $2, $3, $4, $5, $6)', [
         projectId,
         key.label,
@@ -228,6 +228,26 @@ export class PostgresSettings implements SettingsStore {
         now,
         actor,
       ])
+    })
+  }
+
+  rotateKey(
+    projectId: string,
+    label: string,
+    next: { hash: string; prefix?: string },
+    previous: { label: string; hash: string; expiresAt: number; prefix?: string },
+    actor: string,
+  ): Promise<SettingsChange> {
+    return this.#change(actor, 'key.rotate', projectId, rotationDetail(label, previous), async (client, now) => {
+      const labelled = await client.query('SELECT 1 FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, previous.label])
+      if (labelled.rowCount) throw new SettingsConflict('key_exists', `project ${projectId} already has a key labelled ${previous.label}`)
+      const hashed = await client.query('SELECT 1 FROM settings_keys WHERE hash = $1', [next.hash])
+      if (hashed.rowCount) throw new SettingsConflict('key_exists', 'this key is already registered')
+      // The rotated row first (its old hash leaves the UNIQUE column), then the previous key takes that hash.
+      await client.query('DELETE FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, label])
+      const insert = 'INSERT INTO settings_keys (project_id, label, hash, state, updated_at, updated_by) VALUES ($1, $2, $3, $4, $5, $6)'
+      await client.query(insert, [projectId, label, next.hash, JSON.stringify(nextState(next)), now, actor])
+      await client.query(insert, [projectId, previous.label, previous.hash, JSON.stringify(previousState(previous)), now, actor])
     })
   }
 

@@ -7,7 +7,7 @@
  * batch is open when a settings write runs.
  */
 import type Database from 'better-sqlite3'
-import { change, fieldsDetail, mergeFields, toOverrides, type KeyState, type StoredKeyRow, type StoredProjectRow } from './fields.ts'
+import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState, type StoredKeyRow, type StoredProjectRow } from './fields.ts'
 import {
   SettingsConflict,
   type ProjectFields,
@@ -76,7 +76,7 @@ export class SqliteSettings implements SettingsStore {
   readonly #clock: () => number
   readonly #listeners = new Set<SettingsListener>()
   readonly #stmt: Record<
-    'project' | 'projects' | 'keys' | 'key' | 'keyByHash' | 'upsertProject' | 'insertKey' | 'upsertKey' | 'deleteProject' | 'deleteKeys' | 'audit' | 'version' | 'auditAll' | 'auditOf',
+    'project' | 'projects' | 'keys' | 'key' | 'keyByHash' | 'upsertProject' | 'insertKey' | 'upsertKey' | 'deleteProject' | 'deleteKeys' | 'deleteKey' | 'audit' | 'version' | 'auditAll' | 'auditOf',
     Database.Statement
   >
 
@@ -99,6 +99,7 @@ export class SqliteSettings implements SettingsStore {
         ON CONFLICT (project_id, label) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, updated_by = excluded.updated_by`),
       deleteProject: db.prepare('DELETE FROM settings_projects WHERE id = ?'),
       deleteKeys: db.prepare('DELETE FROM settings_keys WHERE project_id = ?'),
+      deleteKey: db.prepare('DELETE FROM settings_keys WHERE project_id = ? AND label = ?'),
       audit: db.prepare('INSERT INTO settings_audit (at, actor, action, project_id, detail) VALUES (?, ?, ?, ?, ?)'),
       version: db.prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'settings_audit'), 0) AS v"),
       auditAll: db.prepare('SELECT seq, at, actor, action, project_id, detail FROM settings_audit ORDER BY seq DESC LIMIT ?'),
@@ -135,13 +136,31 @@ export class SqliteSettings implements SettingsStore {
     })
   }
 
-  async addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number }, actor: string): Promise<SettingsChange> {
+  async addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: string): Promise<SettingsChange> {
     const detail = { label: key.label, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}) }
     return this.#change(actor, 'key.add', projectId, detail, (now) => {
       if (this.#stmt.key.get(projectId, key.label)) throw new SettingsConflict('key_exists', `project ${projectId} already has a key labelled ${key.label}`)
       if (this.#stmt.keyByHash.get(key.hash)) throw new SettingsConflict('key_exists', 'this key is already registered')
-      const state: KeyState = { hash: key.hash, disabled: false, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}) }
+      const state: KeyState = { hash: key.hash, disabled: false, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}), ...(key.prefix ? { prefix: key.prefix } : {}) }
       this.#stmt.insertKey.run(projectId, key.label, key.hash, JSON.stringify(state), now, actor)
+    })
+  }
+
+  async rotateKey(
+    projectId: string,
+    label: string,
+    next: { hash: string; prefix?: string },
+    previous: { label: string; hash: string; expiresAt: number; prefix?: string },
+    actor: string,
+  ): Promise<SettingsChange> {
+    const detail = rotationDetail(label, previous)
+    return this.#change(actor, 'key.rotate', projectId, detail, (now) => {
+      if (this.#stmt.key.get(projectId, previous.label)) throw new SettingsConflict('key_exists', `project ${projectId} already has a key labelled ${previous.label}`)
+      if (this.#stmt.keyByHash.get(next.hash)) throw new SettingsConflict('key_exists', 'this key is already registered')
+      // The rotated row first (its old hash leaves the UNIQUE column), then the previous key takes that hash.
+      this.#stmt.deleteKey.run(projectId, label)
+      this.#stmt.insertKey.run(projectId, label, next.hash, JSON.stringify(nextState(next)), now, actor)
+      this.#stmt.insertKey.run(projectId, previous.label, previous.hash, JSON.stringify(previousState(previous)), now, actor)
     })
   }
 

@@ -18,6 +18,7 @@ export interface FeatureFlags {
   sponsoredWallet: boolean
   relayToConfidentialSpace: boolean
   tee: boolean
+  workstation: boolean
 }
 
 /** Fields of a project that can be overridden; absent = the yaml's value. */
@@ -31,6 +32,11 @@ export interface ProjectFields {
   credits?: { allocation?: number; period?: BillingPeriod; refill?: { interval: 'day' | 'month'; day?: number } | null }
   /** `sha256:<hex>`; null removes the project's secret. */
   secretHash?: string | null
+  /**
+   * The secret replaced by a rotation, still accepted until `until` (epoch ms); null removes it.
+   * Set together with `secretHash` by a rotation.
+   */
+  previousSecret?: { hash: string; until: number } | null
 }
 
 /** A key added at run time (hash only), or the state of a seed key overridden at run time. */
@@ -41,6 +47,8 @@ export interface KeyOverride {
   disabled?: boolean
   /** Epoch ms; null = never expires (overrides a seed key's expiry). */
   expiresAt?: number | null
+  /** The first characters of a generated key (shown in listings to tell keys apart). */
+  prefix?: string
   updatedAt: number
   updatedBy: string
 }
@@ -60,7 +68,7 @@ export interface SettingsSnapshot {
   projects: ProjectOverride[]
 }
 
-export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update' | 'credits.top_up'
+export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update' | 'key.rotate' | 'credits.top_up'
 
 /** One change, as announced to subscribers and kept in the audit trail. */
 export interface SettingsChange {
@@ -100,7 +108,19 @@ export interface SettingsStore {
   /** Overrides fields of a project (seeded or created); features and credits merge field by field. */
   updateProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange>
   /** Adds a key by its hash. Throws {@link SettingsConflict} when the label or the hash is already stored. */
-  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number }, actor: string): Promise<SettingsChange>
+  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: string): Promise<SettingsChange>
+  /**
+   * Rotation, in one transaction: the key labelled `label` takes `next.hash` (enabled, no expiry),
+   * and its former hash lives on as a key labelled `previous.label` until `previous.expiresAt`.
+   * Throws {@link SettingsConflict} when `previous.label` or `next.hash` is already stored.
+   */
+  rotateKey(
+    projectId: string,
+    label: string,
+    next: { hash: string; prefix?: string },
+    previous: { label: string; hash: string; expiresAt: number; prefix?: string },
+    actor: string,
+  ): Promise<SettingsChange>
   /** Disables, re-enables or (un)expires a key, seeded or added. */
   updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: string): Promise<SettingsChange>
   /** Drops every override of the project (a created project disappears; a seeded one is the yaml's again). */

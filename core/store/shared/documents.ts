@@ -3,10 +3,35 @@
  * (sqlite-documents.ts). Writes join the group commit (pg.ts); `insertIfAbsent` is an INSERT ... ON
  * CONFLICT DO NOTHING followed, in the same transaction, by a read of the winner, so two instances
  * inserting one key leave exactly one document. Reads wait for the writes queued before them.
+ * Revisions (`compareAndSet`) come from the `document-revisions` migration set below: a column and a
+ * trigger that bumps it on every UPDATE that does not set it, so the batched `doc-update` of
+ * `tollgate_apply` (schema.ts, unchanged) counts as a new revision too.
  */
 import type pg from 'pg'
 import type { DocumentCollection, StoredDocument } from '../types.ts'
+import type { MigrationSet } from './migrations.ts'
 import { pgFailure, type PgBatcher } from './pg.ts'
+
+/** Revisions of documents, for compare-and-set (module `document-revisions`, applied after `core`). */
+export const documentRevisionMigrations: MigrationSet = {
+  module: 'document-revisions',
+  migrations: [
+    {
+      version: 1,
+      name: 'documents.revision and its trigger',
+      sql: `
+ALTER TABLE documents ADD COLUMN revision bigint NOT NULL DEFAULT 1;
+CREATE FUNCTION tollgate_document_revision() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF NEW.revision = OLD.revision THEN NEW.revision := OLD.revision + 1; END IF;
+  RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER documents_revision BEFORE UPDATE ON documents FOR EACH ROW EXECUTE FUNCTION tollgate_document_revision();
+`,
+    },
+  ],
+}
 
 interface DocumentRow {
   key: string
@@ -53,6 +78,25 @@ export class SharedDocumentCollection implements DocumentCollection {
 
   async delete(key: string): Promise<boolean> {
     return this.batch.enqueue<boolean>({ o: 'doc-delete', c: this.name, k: key })
+  }
+
+  async getWithRevision<T>(key: string): Promise<{ stored: StoredDocument<T>; revision: number } | undefined> {
+    const rows = await this.read('SELECT key, owner, doc, created_at, updated_at, revision FROM documents WHERE collection = $1 AND key = $2', [this.name, key])
+    const row = rows[0] as (DocumentRow & { revision: string | number }) | undefined
+    return row === undefined ? undefined : { stored: toStored<T>(row), revision: Number(row.revision) }
+  }
+
+  async compareAndSet<T>(key: string, revision: number, doc: T): Promise<number | undefined> {
+    if (!Number.isInteger(revision) || revision < 1) throw new RangeError(`revision must be a positive integer, got ${revision}`)
+    const json = toJson(doc)
+    // One autocommit statement (synchronous_commit on: durable when answered); the row lock and the
+    // revision test make it atomic against every instance. Batched writes queued before it go first.
+    const rows = await this.read(
+      'UPDATE documents SET doc = $1, updated_at = $2, revision = revision + 1 WHERE collection = $3 AND key = $4 AND revision = $5 RETURNING key, owner, doc, created_at, updated_at, revision',
+      [json, this.clock(), this.name, key, revision],
+    )
+    const row = rows[0] as (DocumentRow & { revision: string | number }) | undefined
+    return row === undefined ? undefined : Number(row.revision)
   }
 
   private async read(sql: string, params: unknown[]): Promise<DocumentRow[]> {

@@ -26,15 +26,17 @@ import type {
   UsageRow,
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
-import { SharedDocumentCollection } from './documents.ts'
+import { documentRevisionMigrations, SharedDocumentCollection } from './documents.ts'
 import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
 import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
 import { RedisBuckets } from './redis-buckets.ts'
 import { coreMigrations } from './schema.ts'
 import { SharedUsageLog } from './usage.ts'
 import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
+import { ACCOUNTS_MIGRATIONS, PostgresAccounts } from '../accounts/postgres.ts'
 
 export { coreMigrations } from './schema.ts'
+export { documentRevisionMigrations } from './documents.ts'
 export { runMigrations, SchemaTooNewError, type Migration, type MigrationSet, type MigrationReport } from './migrations.ts'
 
 export interface SharedStoreOptions {
@@ -82,7 +84,7 @@ export async function openSharedStore(options: SharedStoreOptions): Promise<Shar
 export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'postgres' | 'schema' | 'migrations'>): Promise<MigrationReport> {
   const pool = openPgPool({ url: options.postgres, schema: options.schema ?? 'public', max: 1 })
   try {
-    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, settingsMigrations, ...(options.migrations ?? [])])
+    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, ...(options.migrations ?? [])])
   } finally {
     await pool.end()
   }
@@ -90,6 +92,9 @@ export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'post
 
 /** The run-time settings tables (core/store/settings/postgres.ts), migrated with the core ones. */
 export const settingsMigrations: MigrationSet = { module: 'settings', migrations: [...SETTINGS_MIGRATIONS] }
+
+/** Users, project owners and admin sessions (core/store/accounts/postgres.ts). */
+export const accountsMigrations: MigrationSet = { module: 'accounts', migrations: [...ACCOUNTS_MIGRATIONS] }
 
 /**
  * NOTIFY channel of the settings: channels are per database, not per schema, so a schema other than
@@ -108,6 +113,8 @@ export class SharedStore implements Store {
   readonly schema: string
   /** Run-time project settings, in this schema; changes reach every instance by LISTEN/NOTIFY. */
   readonly settings: PostgresSettings
+  /** Users and admin sessions, shared by every instance. */
+  readonly accounts: PostgresAccounts
   private readonly batch: PgBatcher
   private readonly credits: SharedCreditLedger
   private readonly usage: SharedUsageLog
@@ -135,6 +142,7 @@ export class SharedStore implements Store {
     this.credits = new SharedCreditLedger(this.pool, this.batch, this.clock)
     this.usage = new SharedUsageLog(this.pool)
     this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {}, callTimeoutMs: options.redisTimeoutMs })
+    this.accounts = new PostgresAccounts(this.pool, this.clock)
     this.settings = new PostgresSettings({
       pool: this.pool,
       channel: settingsChannel(this.schema),
@@ -150,7 +158,7 @@ export class SharedStore implements Store {
 
   /** @internal Called once by {@link openSharedStore}. */
   async start(migrate: boolean): Promise<void> {
-    const sets = [coreMigrations, settingsMigrations, ...(this.options.migrations ?? [])]
+    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, ...(this.options.migrations ?? [])]
     if (migrate) await runMigrations(this.pool, this.schema, sets)
     else await this.checkSchema(sets)
     await this.heartbeat()

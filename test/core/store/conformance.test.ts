@@ -275,6 +275,29 @@ for (const engine of engines) {
       await t.rejects(docs.listByOwner('payer-a', -1), RangeError)
     })
 
+    t.test('documents: revisions and compare-and-set, one winner among racing writers', async (t) => {
+      let now = 5_000
+      const store = await engine.opener(t)(() => now)
+      const docs = store.documents('cas')
+      await docs.insertIfAbsent('w', 'p', { n: 0 })
+      const first = await docs.getWithRevision<{ n: number }>('w')
+      t.same(first, { stored: { key: 'w', owner: 'p', doc: { n: 0 }, createdAt: 5_000, updatedAt: 5_000 }, revision: 1 })
+      now = 6_000
+      t.equal(await docs.compareAndSet('w', 1, { n: 1 }), 2, 'the expected revision wins and gets the next one')
+      t.equal(await docs.compareAndSet('w', 1, { n: 99 }), undefined, 'a stale revision changes nothing')
+      t.same(await docs.getWithRevision('w'), { stored: { key: 'w', owner: 'p', doc: { n: 1 }, createdAt: 5_000, updatedAt: 6_000 }, revision: 2 })
+      t.equal(await docs.update('w', { n: 2 }), true)
+      t.equal((await docs.getWithRevision('w'))?.revision, 3, 'a plain update is a new revision too')
+      const racing = await Promise.all(Array.from({ length: 10 }, (_, i) => docs.compareAndSet('w', 3, { n: 10 + i })))
+      t.equal(racing.filter((r) => r === 4).length, 1, 'exactly one of 10 concurrent writers of revision 3 wins')
+      t.equal(racing.filter((r) => r === undefined).length, 9)
+      const winner = racing.findIndex((r) => r === 4)
+      t.same((await docs.get('w'))?.doc, { n: 10 + winner }, "the winner's document is stored")
+      t.equal(await docs.compareAndSet('absent', 1, { n: 1 }), undefined, 'an absent key is not created')
+      t.equal(await docs.getWithRevision('absent'), undefined)
+      await t.rejects(docs.compareAndSet('w', 0, { n: 1 }), RangeError)
+    })
+
     t.test('token buckets: the burst passes, the next is refused with a retry time', async (t) => {
       const store = await engine.opener(t)()
       const key = `bucket-${randomBytes(3).toString('hex')}`
@@ -309,6 +332,9 @@ for (const engine of engines) {
         t.notOk((await b.takeToken(key, 1, 0.01)).allowed, 'a bucket drained on one instance is drained on the other')
         await a.documents('d').insertIfAbsent('k', 'o', { from: 'a' })
         t.same((await b.documents('d').get('k'))?.doc, { from: 'a' })
+        t.equal(await a.documents('d').compareAndSet('k', 1, { from: 'a again' }), 2)
+        t.equal(await b.documents('d').compareAndSet('k', 1, { from: 'b, stale' }), undefined, 'the other instance sees the new revision')
+        t.equal(await b.documents('d').compareAndSet('k', 2, { from: 'b' }), 3)
         await a.recordUsage({ projectId: 'two', apiType: 'MIRROR', at: Date.UTC(2026, 10, 1), requests: 1, credits: 1, errors: 0 })
         await b.recordUsage({ projectId: 'two', apiType: 'MIRROR', at: Date.UTC(2026, 10, 1), requests: 2, credits: 2, errors: 0 })
         await a.queryUsage('two', 0, Date.UTC(2027, 0, 1), 'day')

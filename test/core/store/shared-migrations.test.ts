@@ -26,9 +26,11 @@ t.test('shared engine migrations', async (t) => {
     await second.close()
     const rows = await sql<{ module: string; version: number }>(schema, 'SELECT module, version FROM tollgate_migrations ORDER BY module, version')
     t.same(rows, [
+      { module: 'accounts', version: 1 },
       { module: 'core', version: 1 },
       { module: 'core', version: 2 },
       { module: 'core', version: 3 },
+      { module: 'document-revisions', version: 1 },
       { module: 'settings', version: 1 },
       { module: 'settings-test', version: 1 },
     ], 'each migration recorded once (the run-time settings tables are a module of their own)')
@@ -82,8 +84,10 @@ t.test('shared engine migrations', async (t) => {
     t.match(first.stdout, /applied core 1: credits, usage, documents, instances/)
     t.match(first.stdout, /applied core 2: credit grants/)
     t.match(first.stdout, /applied core 3: tollgate_apply: one write per balance row per batch/)
+    t.match(first.stdout, /applied document-revisions 1: documents.revision and its trigger/)
     t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
-    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 3, settings 1\\); 4 migration\\(s\\) applied`))
+    t.match(first.stdout, /applied accounts 1: accounts: users, project owners, sessions/)
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 3, document-revisions 1, settings 1, accounts 1\\); 6 migration\\(s\\) applied`))
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
     const refused = run()
     t.equal(refused.status, 1)

@@ -20,7 +20,7 @@ function project(allocation: number, period: Project['credits']['period']): Proj
     plan: 'enterprise',
     scopes: new Set(['zkpaas']),
     credits: { allocation, period },
-    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false },
+    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false },
     keys: [],
     settings: {},
   }

@@ -22,7 +22,7 @@ const seed: Project[] = [
     plan: 'enterprise',
     scopes: new Set(['zkpaas']),
     credits: { allocation: 100, period: 'month' },
-    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false },
+    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false },
     keys: [{ label: 'main', hash: hashCredential(SEED_KEY), disabled: false }],
     settings: {},
   },

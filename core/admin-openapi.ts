@@ -1,0 +1,4 @@
+/** placeholder until written below */
+export function adminOpenApi(): Record<string, unknown> {
+  return {}
+}

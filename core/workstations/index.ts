@@ -1,0 +1,79 @@
+/**
+ * Cloud workstations, assembled from gateway.yaml's `workstations` section: the service (state
+ * machine over the Store, a driver), the public routes (sign-in and proxy) and the admin routes.
+ * The gateway calls {@link startWorkstations} once at start and `close` when it stops; running
+ * workstations outlive a restart (the next start finds them, see service.ts `recover`).
+ */
+import { resolve } from 'node:path'
+import type { Logger } from 'pino'
+import type { WorkstationsConfig } from '../config/types.ts'
+import type { Project } from '../projects.ts'
+import type { Store } from '../store/types.ts'
+import { IdentitySessions, projectSettingOwners, type OwnerIdentities } from './access.ts'
+import { OidcClient } from './oidc.ts'
+import { DockerDriver } from './docker-driver.ts'
+import { ProcessDriver } from './process-driver.ts'
+import { WorkstationPublicRoutes } from './public-routes.ts'
+import { WorkstationService } from './service.ts'
+
+export { WorkstationPublicRoutes } from './public-routes.ts'
+export { workstationAdminRoute, workstationPanelRoute } from './admin-routes.ts'
+
+export interface Workstations {
+  service: WorkstationService
+  routes: WorkstationPublicRoutes
+  publicUrl?: string
+  close(): Promise<void>
+}
+
+export interface WorkstationsDeps {
+  config: WorkstationsConfig
+  /** Directory of gateway.yaml: `dir` resolves against it. */
+  configDir: string
+  store: Store
+  project(projectId: string): Project | undefined
+  log: Logger
+  /** Who owns each workstation; default: the project's `settings.workstationOwner`. */
+  owners?: OwnerIdentities
+}
+
+export async function startWorkstations(deps: WorkstationsDeps): Promise<Workstations> {
+  const { config } = deps
+  const log = deps.log.child({ component: 'workstations' })
+  if (config.driver === 'docker' && !config.docker) throw new Error('workstations.driver docker needs workstations.docker (image, containerPort)')
+  const driver = config.driver === 'docker'
+    ? new DockerDriver({ ...config.docker!, stopGraceSeconds: 10, startTimeoutMs: config.startTimeoutSeconds * 1000 })
+    : new ProcessDriver({ root: resolve(deps.configDir, config.dir), startTimeoutMs: config.startTimeoutSeconds * 1000 })
+  const service = new WorkstationService({
+    store: deps.store,
+    driver,
+    project: deps.project,
+    log,
+    creditsPerMinute: config.creditsPerMinute,
+    idleStopMs: config.idleStopMinutes * 60_000,
+    timeoutsMs: {
+      provisioning: config.startTimeoutSeconds * 1000,
+      starting: config.startTimeoutSeconds * 1000,
+      stopping: config.stopTimeoutSeconds * 1000,
+      deleting: config.stopTimeoutSeconds * 1000,
+    },
+  })
+  await service.start()
+  const routes = new WorkstationPublicRoutes({
+    service,
+    oidc: config.oidc ? new OidcClient({ ...config.oidc, store: deps.store }) : undefined,
+    sessions: new IdentitySessions(deps.store),
+    owners: deps.owners ?? projectSettingOwners(deps.project),
+    log,
+    publicUrl: config.publicUrl,
+  })
+  return {
+    service,
+    routes,
+    publicUrl: config.publicUrl,
+    async close() {
+      await service.close()
+      if (driver instanceof DockerDriver) await driver.close()
+    },
+  }
+}

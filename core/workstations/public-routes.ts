@@ -1,0 +1,198 @@
+/**
+ * The workstation's face on the public listener, under `/workstations/`:
+ *
+ *   GET /workstations/_auth/login?project=ID   starts the OpenID Connect sign-in
+ *   GET /workstations/_auth/callback           completes it, sets the session cookie, goes back
+ *   *   /workstations/:id/...                  the project's workstation, HTTP and WebSocket
+ *
+ * Only a session whose identity is the workstation owner's linked IdP account passes; the session
+ * cookie is removed before the request reaches the workstation. Traffic counts as activity for the
+ * idle auto-stop.
+ */
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http'
+import { connect } from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { Logger } from 'pino'
+import { IdentitySessions, sameIdentity, SESSION_COOKIE, type OwnerIdentities } from './access.ts'
+import { OidcClient, SignInError } from './oidc.ts'
+import type { WorkstationService } from './service.ts'
+
+export interface PublicRoutesOptions {
+  service: WorkstationService
+  oidc?: OidcClient
+  sessions: IdentitySessions
+  owners: OwnerIdentities
+  log: Logger
+  /** Base URL browsers reach the public listener at (for the OIDC redirect); default: from Host. */
+  publicUrl?: string
+}
+
+const PREFIX = '/workstations/'
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'host'])
+
+interface Refusal { status: number; code: string; message: string; location?: string }
+
+function sendJson(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers })
+  res.end(JSON.stringify({ error: { code, message } }))
+}
+
+/** Request headers for the workstation: hop-by-hop and the session cookie removed. */
+function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {}
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || HOP.has(name)) continue
+    if (name === 'cookie') {
+      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`))
+      if (rest.length) out.cookie = rest.join('; ')
+      continue
+    }
+    out[name] = value
+  }
+  return out
+}
+
+export class WorkstationPublicRoutes {
+  constructor(private readonly options: PublicRoutesOptions) {}
+
+  /** Whether `url` belongs here. */
+  static owns(url: string | undefined): boolean {
+    return url !== undefined && (url === '/workstations' || url.startsWith(PREFIX))
+  }
+
+  /** Answers a request under `/workstations/`. Never throws. */
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      const url = new URL(req.url ?? '/', 'http://gateway')
+      if (url.pathname === '/workstations/_auth/login') return await this.login(req, res, url)
+      if (url.pathname === '/workstations/_auth/callback') return await this.callback(req, res, url)
+      const routed = await this.route(req, url)
+      if ('status' in routed) {
+        if (routed.location) return void res.writeHead(302, { location: routed.location, 'cache-control': 'no-store' }).end()
+        return sendJson(res, routed.status, routed.code, routed.message)
+      }
+      this.forward(req, res, routed.target, routed.path, routed.projectId)
+    } catch (error) {
+      this.options.log.error({ err: error }, 'workstation route failed')
+      if (!res.headersSent) sendJson(res, 500, 'internal_error', 'internal error')
+      else res.destroy()
+    }
+  }
+
+  /** A WebSocket (or other) upgrade under `/workstations/:id/`. */
+  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy())
+    const refuse = (status: number, code: string, message: string) => {
+      const body = JSON.stringify({ error: { code, message } })
+      socket.end(`HTTP/1.1 ${status} ${code}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+    }
+    try {
+      const routed = await this.route(req, new URL(req.url ?? '/', 'http://gateway'))
+      if ('status' in routed) return refuse(routed.status === 302 ? 401 : routed.status, routed.code, routed.message)
+      const { port, hostname } = new URL(routed.target)
+      const upstream = connect(Number(port), hostname)
+      upstream.on('error', () => socket.destroy())
+      socket.on('close', () => upstream.destroy())
+      upstream.on('connect', () => {
+        const headers = upstreamHeaders(req)
+        const lines = [`${req.method} ${routed.path} HTTP/1.1`, `host: ${hostname}:${port}`, 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
+        for (const [name, value] of Object.entries(headers)) for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`)
+        upstream.write(`${lines.join('\r\n')}\r\n\r\n`)
+        if (head.length) upstream.write(head)
+        let lastTouch = 0
+        socket.on('data', () => {
+          if (Date.now() - lastTouch > 5_000) { lastTouch = Date.now(); void this.options.service.touch(routed.projectId).catch(() => {}) }
+        })
+        upstream.pipe(socket)
+        socket.pipe(upstream)
+      })
+    } catch (error) {
+      this.options.log.error({ err: error }, 'workstation upgrade failed')
+      refuse(500, 'internal_error', 'internal error')
+    }
+  }
+
+  /** Decides where a workstation request goes, or why not. */
+  private async route(req: IncomingMessage, url: URL): Promise<Refusal | { target: string; path: string; projectId: string }> {
+    const rest = url.pathname.slice(PREFIX.length)
+    const slash = rest.indexOf('/')
+    let projectId: string
+    try {
+      projectId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash))
+    } catch {
+      return { status: 400, code: 'invalid_path', message: 'the project id in the path is not valid percent-encoding' }
+    }
+    if (!projectId) return { status: 404, code: 'route_not_found', message: 'name a project: /workstations/:projectId/' }
+    if (slash < 0) return { status: 302, code: 'redirect', message: '', location: `${PREFIX}${encodeURIComponent(projectId)}/${url.search}` }
+    const view = await this.options.service.view(projectId)
+    if (view.status !== 200) {
+      const { error } = view.body as { error: { code: string; message: string } }
+      return { status: view.status, code: error.code, message: error.message }
+    }
+    const identity = await this.options.sessions.identityOf(req)
+    if (!identity) {
+      const login = `${PREFIX}_auth/login?project=${encodeURIComponent(projectId)}`
+      const wantsPage = req.method === 'GET' && (req.headers.accept ?? '').includes('text/html')
+      return wantsPage && this.options.oidc
+        ? { status: 302, code: 'sign_in', message: '', location: login }
+        : { status: 401, code: 'workstation_sign_in_required', message: `sign in with the identity provider first: ${login}` }
+    }
+    const owner = await this.options.owners.ownerOf(projectId)
+    if (!owner) return { status: 403, code: 'workstation_owner_not_linked', message: `no identity-provider account is linked to the owner of project ${projectId}'s workstation` }
+    if (!sameIdentity(identity, owner)) return { status: 403, code: 'workstation_identity_mismatch', message: 'this workstation belongs to another identity-provider account' }
+    const target = await this.options.service.target(projectId)
+    if (!target) {
+      const state = (view.body as { state: string }).state
+      return { status: 409, code: 'workstation_not_ready', message: `the workstation is ${state}, not ready` }
+    }
+    void this.options.service.touch(projectId).catch(() => {})
+    return { target, path: url.pathname.slice(PREFIX.length + slash) + url.search, projectId }
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse, target: string, path: string, projectId: string): void {
+    const { port, hostname } = new URL(target)
+    const upstream = httpRequest({ host: hostname, port: Number(port), method: req.method, path, headers: upstreamHeaders(req) }, (answer) => {
+      const headers: Record<string, string | string[]> = {}
+      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP.has(name)) headers[name] = value
+      res.writeHead(answer.statusCode ?? 502, headers)
+      answer.pipe(res)
+    })
+    upstream.on('error', () => {
+      if (!res.headersSent) sendJson(res, 502, 'workstation_unavailable', `the workstation of ${projectId} did not answer`)
+      else res.destroy()
+    })
+    res.on('close', () => upstream.destroy())
+    req.pipe(upstream)
+  }
+
+  private redirectUri(req: IncomingMessage): string {
+    const base = this.options.publicUrl ?? `http://${req.headers.host ?? '127.0.0.1'}`
+    return `${base.replace(/\/$/, '')}${PREFIX}_auth/callback`
+  }
+
+  private async login(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    if (!this.options.oidc) return sendJson(res, 404, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
+    const projectId = url.searchParams.get('project') ?? ''
+    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(projectId)) return sendJson(res, 400, 'invalid_project', 'query parameter project must name a project')
+    try {
+      const location = await this.options.oidc.begin(this.redirectUri(req), `${PREFIX}${encodeURIComponent(projectId)}/`)
+      res.writeHead(302, { location, 'cache-control': 'no-store' }).end()
+    } catch (error) {
+      if (error instanceof SignInError) return sendJson(res, error.status, error.code, error.message)
+      throw error
+    }
+  }
+
+  private async callback(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    if (!this.options.oidc) return sendJson(res, 404, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
+    try {
+      const { identity, returnTo } = await this.options.oidc.complete(url.searchParams)
+      const cookie = await this.options.sessions.create(identity)
+      this.options.log.info({ issuer: identity.issuer }, 'workstation identity signed in')
+      res.writeHead(302, { location: returnTo, 'set-cookie': cookie, 'cache-control': 'no-store' }).end()
+    } catch (error) {
+      if (error instanceof SignInError) return sendJson(res, error.status, error.code, error.message)
+      throw error
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * The workstation server the process driver runs, one process per project: a browser terminal on
+ * loopback. `GET /` is an xterm.js page (@xterm/xterm, served from node_modules), `GET /healthz`
+ * the driver's health check, and a WebSocket on `pty` joins the browser to a shell.
+ *
+ * Why this and not a packaged server: code-server needs Node 24 (not viable here), wetty 3.2.0
+ * needs node-pty compiled from source and a socket.io stack, shellinabox (Debian) is not installed
+ * and speaks AJAX long-polling rather than WebSocket. The pseudo-terminal comes from util-linux
+ * `script` (always present on Debian), so no native module is needed: the shell gets a real TTY
+ * (job control, colours, line editing). All URLs are relative, so the page works under the
+ * gateway's per-project prefix.
+ *
+ * Run as: `node --import tsx terminal-server.ts --dir DIR --port-file FILE` (port 0: any free port,
+ * written to FILE once listening). SIGTERM closes every shell and exits 0.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createServer } from 'node:http'
+import { readFileSync, writeFileSync, renameSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import type { AddressInfo } from 'node:net'
+import { parseArgs } from 'node:util'
+import { WebSocketServer } from 'ws'
+
+const { values } = parseArgs({ options: { dir: { type: 'string' }, 'port-file': { type: 'string' }, project: { type: 'string', default: '' } } })
+if (!values.dir || !values['port-file']) {
+  process.stderr.write('usage: terminal-server --dir DIR --port-file FILE [--project ID]\n')
+  process.exit(2)
+}
+const workDir = values.dir
+const portFile = values['port-file']
+
+const require = createRequire(import.meta.url)
+const xtermDir = dirname(dirname(require.resolve('@xterm/xterm')))
+const assets: Record<string, { type: string; body: Buffer }> = {
+  'xterm.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(join(xtermDir, 'lib', 'xterm.js')) },
+  'xterm.css': { type: 'text/css; charset=utf-8', body: readFileSync(join(xtermDir, 'css', 'xterm.css')) },
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+const page = `<!doctype html><html><head><meta charset="utf-8"><title>Workstation ${escapeHtml(values.project ?? '')}</title>
+<link rel="stylesheet" href="xterm.css"><style>html,body{margin:0;height:100%;background:#111}#term{height:100%}</style></head>
+<body><div id="term"></div><script src="xterm.js"></script><script>
+const term = new Terminal({ cursorBlink: true, convertEol: false })
+term.open(document.getElementById('term'))
+const url = new URL('pty', location.href); url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:'
+const socket = new WebSocket(url)
+socket.binaryType = 'arraybuffer'
+socket.onmessage = (event) => term.write(typeof event.data === 'string' ? event.data : new Uint8Array(event.data))
+socket.onclose = () => term.write('\\r\\n[session closed]\\r\\n')
+term.onData((data) => socket.readyState === 1 && socket.send(data))
+window.workstationSocket = socket
+</script></body></html>`
+
+const shells = new Set<ChildProcess>()
+
+const server = createServer((req, res) => {
+  const path = new URL(req.url ?? '/', 'http://x').pathname
+  const name = path.slice(path.lastIndexOf('/') + 1)
+  if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', dir: workDir }))
+  if (path === '/' || path === '') return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page)
+  const asset = assets[name]
+  if (asset) return void res.writeHead(200, { 'content-type': asset.type, 'cache-control': 'max-age=3600' }).end(asset.body)
+  res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'not_found', message: `no ${path}` } }))
+})
+
+const sockets = new WebSocketServer({ server, path: '/pty', maxPayload: 1 << 20 })
+sockets.on('connection', (socket) => {
+  // `-E always`: keep ECHO on the inner terminal although script's stdin is a pipe, so what the
+  // user types is shown (readline echoes through it); with the default (auto) typing is invisible.
+  const shell = spawn('script', ['-q', '-f', '-E', 'always', '-c', 'bash -i', '/dev/null'], {
+    cwd: workDir,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: workDir, TERM: 'xterm-256color', LANG: 'C.UTF-8', SHELL: '/bin/bash' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  shells.add(shell)
+  shell.stdout.on('data', (chunk: Buffer) => socket.send(chunk))
+  shell.stderr.on('data', (chunk: Buffer) => socket.send(chunk))
+  shell.stdin.on('error', () => {})
+  shell.on('exit', () => {
+    shells.delete(shell)
+    socket.close()
+  })
+  socket.on('message', (data) => shell.stdin.write(data as Buffer))
+  socket.on('close', () => shell.kill('SIGHUP'))
+})
+
+server.listen(0, '127.0.0.1', () => {
+  const { port } = server.address() as AddressInfo
+  // Written whole, then renamed: the driver never reads half a number.
+  writeFileSync(`${portFile}.tmp`, String(port))
+  renameSync(`${portFile}.tmp`, portFile)
+})
+
+function shutdown(): void {
+  for (const shell of shells) shell.kill('SIGHUP')
+  sockets.close()
+  server.close(() => process.exit(0))
+  server.closeAllConnections()
+  setTimeout(() => process.exit(0), 1000).unref()
+}
+process.on('SIGTERM', shutdown)
+process.on('SIGINT', shutdown)

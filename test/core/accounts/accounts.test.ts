@@ -1,0 +1,141 @@
+/**
+ * Accounts on both engines (embedded SQLite, shared PostgreSQL + Redis): password hashing, users
+ * and owned projects, sessions (sign-in, idle and absolute expiry, revocation, password change),
+ * CSRF checks and the sign-in limits, through the same {@link Accounts} the admin API uses.
+ */
+import t from 'tap'
+import type { IncomingMessage } from 'node:http'
+import { randomUUID } from 'node:crypto'
+import { Accounts, CSRF_HEADER, SESSION_COOKIE } from '../../../core/accounts/authenticate.ts'
+import { hashPassword, verifyPassword, weakPassword, SCRYPT_PARAMS } from '../../../core/accounts/password.ts'
+import { GatewayError } from '../../../core/errors.ts'
+import { openSqliteStore } from '../../../core/store/sqlite.ts'
+import { openSharedStore } from '../../../core/store/shared/index.ts'
+import { AccountConflict } from '../../../core/store/accounts/types.ts'
+import type { Store } from '../../../core/store/types.ts'
+import { tempDir } from '../../helpers/temp.ts'
+import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
+
+t.test('password hashing', async (t) => {
+  const stored = await hashPassword('correct horse battery')
+  t.match(stored, new RegExp(`^scrypt\\$${SCRYPT_PARAMS.N}\\$${SCRYPT_PARAMS.r}\\$${SCRYPT_PARAMS.p}\\$[A-Za-z0-9_-]{22}\\$[A-Za-z0-9_-]{43}$`), 'parameters stored beside the hash')
+  t.not(await hashPassword('correct horse battery'), stored, 'a fresh salt each time')
+  t.equal(await verifyPassword('correct horse battery', stored), true)
+  t.equal(await verifyPassword('correct horse batterY', stored), false)
+  t.equal(await verifyPassword('correct horse battery', undefined), false, 'no account: false')
+  t.equal(await verifyPassword('x', 'garbage'), false)
+  // An unknown account costs one scrypt as well: compare against the wrong-password path.
+  const time = async (stored: string | undefined) => {
+    const started = process.hrtime.bigint()
+    await verifyPassword('some password here', stored)
+    return Number(process.hrtime.bigint() - started) / 1e6
+  }
+  await time(undefined)
+  const wrong = Math.min(await time(stored), await time(stored))
+  const unknown = Math.min(await time(undefined), await time(undefined))
+  t.ok(unknown > wrong / 3 && unknown < wrong * 3, `unknown ${unknown.toFixed(1)} ms vs wrong ${wrong.toFixed(1)} ms`)
+  t.match(weakPassword(''), /empty/)
+  t.match(weakPassword('short'), /at least 12/)
+  t.match(weakPassword('aaaaaaaaaaaaaaa'), /different characters/)
+  t.equal(weakPassword('a reasonable passphrase'), undefined)
+})
+
+interface Engine {
+  name: string
+  available(t: Parameters<typeof needServers>[0]): Promise<boolean>
+  open(t: Parameters<typeof needServers>[0], clock: () => number): Promise<Store>
+}
+
+const engines: Engine[] = [
+  { name: 'sqlite', available: async () => true, open: async (_t, clock) => openSqliteStore({ dataDir: tempDir('tollgate-accounts-'), clock }) },
+  {
+    name: 'shared',
+    available: (t) => needServers(t),
+    open: async (t, clock) => openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema: freshSchema(t), keyPrefix: freshPrefix(t), clock }),
+  },
+]
+
+const request = (headers: Record<string, string>, method = 'GET') => ({ headers, method, socket: {} }) as unknown as IncomingMessage
+
+for (const engine of engines) {
+  t.test(`accounts on the ${engine.name} engine`, async (t) => {
+    if (!(await engine.available(t))) return
+    let now = Date.UTC(2026, 0, 1)
+    const store = await engine.open(t, () => now)
+    t.teardown(() => store.close())
+    const sessions = { idleTimeoutSeconds: 60, absoluteTimeoutSeconds: 600, secureCookie: false, signInLimit: { perAccount: 5, perIp: 100, windowSeconds: 600 } }
+    const accounts = new Accounts({ store, sessions: () => sessions, tokenHash: () => undefined, clock: () => now })
+    const owner = await store.accounts.createUser({ id: randomUUID(), email: 'own@example.com', role: 'owner', passwordHash: await hashPassword('owner password 1'), projects: ['a', 'b', 'a'] })
+    t.same(owner.projects, ['a', 'b'])
+    await t.rejects(store.accounts.createUser({ id: randomUUID(), email: 'own@example.com', role: 'operator', passwordHash: 'x', projects: [] }), AccountConflict)
+    await store.accounts.addProjects(owner.id, ['c', 'a'])
+    t.same((await store.accounts.userByEmail('own@example.com'))!.projects, ['a', 'b', 'c'])
+
+    const refusal = async (promise: Promise<unknown>) => {
+      try {
+        await promise
+        return 'resolved'
+      } catch (error) {
+        return error instanceof GatewayError ? `${error.status} ${error.code}` : String(error)
+      }
+    }
+
+    const { token, principal } = await accounts.signIn('OWN@example.com', 'owner password 1', '10.0.0.1')
+    t.same([principal.actor, principal.role, principal.user.projects], ['own@example.com', 'owner', ['a', 'b', 'c']])
+    const stored = await store.accounts.listSessions(owner.id)
+    t.equal(stored.length, 1)
+    t.not(stored[0].tokenHash, token, 'the token is stored hashed')
+    t.match(stored[0].tokenHash, /^sha256:[0-9a-f]{64}$/)
+    const withCookie = (method = 'GET', extra: Record<string, string> = {}) => request({ cookie: `other=1; ${SESSION_COOKIE}=${token}`, ...extra }, method)
+    const resolved = await accounts.authenticate(withCookie())
+    t.equal(resolved.kind === 'session' && resolved.session.csrfToken, principal.session.csrfToken)
+    t.equal(accounts.canAccessProject(resolved, 'a'), true)
+    t.equal(accounts.canAccessProject(resolved, 'zzz'), false)
+
+    t.equal(await refusal(Promise.resolve().then(() => accounts.requireCsrf(withCookie('POST'), resolved))), '403 csrf_required')
+    t.equal(await refusal(Promise.resolve().then(() => accounts.requireCsrf(withCookie('POST', { [CSRF_HEADER]: 'x'.repeat(43) }), resolved))), '403 csrf_invalid')
+    t.equal(await refusal(Promise.resolve().then(() => accounts.requireCsrf(withCookie('POST', { [CSRF_HEADER]: principal.session.csrfToken }), resolved))), 'resolved')
+    t.equal(await refusal(Promise.resolve().then(() => accounts.requireCsrf(withCookie('GET'), resolved))), 'resolved', 'reads need none')
+
+    // Idle expiry: activity moves it, silence ends it.
+    now += 50_000
+    await accounts.authenticate(withCookie())
+    now += 50_000
+    t.equal(await refusal(accounts.authenticate(withCookie())), 'resolved', 'the earlier request kept it alive')
+    now += 61_000
+    t.equal(await refusal(accounts.authenticate(withCookie())), '401 session_expired')
+    t.equal(await refusal(accounts.authenticate(withCookie())), '401 session_invalid', 'deleted once expired')
+
+    // Absolute expiry, however active.
+    const second = await accounts.signIn('own@example.com', 'owner password 1', '10.0.0.1')
+    const cookie2 = request({ cookie: `${SESSION_COOKIE}=${second.token}` })
+    for (let i = 0; i < 11; i++) {
+      now += 50_000
+      await accounts.authenticate(cookie2)
+    }
+    now += 50_000
+    t.equal(await refusal(accounts.authenticate(cookie2)), '401 session_expired', 'past absoluteTimeoutSeconds')
+
+    // A password change ends every session.
+    const third = await accounts.signIn('own@example.com', 'owner password 1', '10.0.0.2')
+    t.equal(await store.accounts.setPassword(owner.id, await hashPassword('another password 2')), true)
+    t.equal(await refusal(accounts.authenticate(request({ cookie: `${SESSION_COOKIE}=${third.token}` }))), '401 session_invalid')
+    t.equal(await refusal(accounts.signIn('own@example.com', 'owner password 1', '10.0.0.2')), '401 invalid_credentials')
+
+    // The per-account limit: 5 attempts in the window, then 429 even with the right password.
+    for (let i = 0; i < 5; i++) t.equal(await refusal(accounts.signIn('limited@example.com', 'wrong password 0', '10.0.0.3')), '401 invalid_credentials')
+    t.equal(await refusal(accounts.signIn('limited@example.com', 'wrong password 0', '10.0.0.3')), '429 sign_in_rate_limited')
+    t.equal(await refusal(accounts.signIn('nobody@example.com', 'whatever pass', '10.0.0.3')), '401 invalid_credentials', 'other accounts are not limited')
+
+    // Revocation.
+    await store.accounts.createUser({ id: randomUUID(), email: 'op@example.com', role: 'operator', passwordHash: await hashPassword('operator pass 1'), projects: [] })
+    const op = await accounts.signIn('op@example.com', 'operator pass 1', '10.0.0.4')
+    const opCookie = request({ cookie: `${SESSION_COOKIE}=${op.token}` })
+    t.equal(accounts.canAccessProject(await accounts.authenticate(opCookie), 'anything'), true, 'operators reach every project')
+    t.equal(await store.accounts.deleteSession(op.principal.session.id), true)
+    t.equal(await refusal(accounts.authenticate(opCookie)), '401 session_invalid')
+    t.equal(await refusal(accounts.authenticate(request({ cookie: `${SESSION_COOKIE}=not-a-token` }))), '401 session_invalid')
+    t.equal(await refusal(accounts.authenticate(request({}))), '401 admin_unauthorized')
+    t.equal(await refusal(accounts.authenticate(request({ authorization: 'Bearer x' }))), '401 admin_unauthorized', 'no admin token configured')
+  })
+}
