@@ -35,6 +35,10 @@ export interface AdminDeps {
   publicPages?(req: IncomingMessage, url: URL): Promise<{ status: number; body: unknown; contentType?: string } | undefined>
   /** More API routes (core/workstations), given the caller; undefined for other paths. */
   extraRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status: number; body: unknown } | undefined>
+  /** More core admin routes (low-balance alerts...), given the caller; tried in order after the settings routes. */
+  coreRoutes?: ((req: IncomingMessage, url: URL, principal: AdminPrincipal) => Promise<{ status?: number; body: unknown } | undefined>)[]
+  /** The dashboard (core/dashboard): pages and assets under /dashboard, with their own sign-in; true when it answered. */
+  dashboard?(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean>
 }
 
 const routers = new WeakMap<Table, Router<AdminRoute>>()
@@ -77,6 +81,7 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
     res.writeHead(200, { 'content-type': contentType })
     return void res.end(body)
   }
+  if ((path === '/dashboard' || path.startsWith('/dashboard/')) && deps.dashboard && (await deps.dashboard(req, res, url))) return
   const page = await deps.publicPages?.(req, url)
   if (page) {
     res.writeHead(page.status, { 'content-type': page.contentType ?? 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'" })
@@ -99,6 +104,10 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
   }
   const settingsAnswer = (await deps.settingsRoutes?.(req, url, principal)) ?? (await deps.creditsRoutes?.(req, url, principal))
   if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
+  for (const routes of deps.coreRoutes ?? []) {
+    const answer = await routes(req, url, principal)
+    if (answer) return send(res, answer.status ?? 200, answer.body)
+  }
   const extraAnswer = await deps.extraRoutes?.(req, url, principal)
   if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body)
   const table = deps.table()
@@ -116,7 +125,7 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
   }
   const raw = req.method === 'POST' ? await readBody(req, 1 << 20) : undefined
   const result = await match.value.handler({ params: match.params, query: url.searchParams, body: raw?.length ? parseJson(raw) : undefined })
-  send(res, result.status ?? 200, result.body)
+  send(res, result.status ?? 200, result.body, result.headers)
 }
 
 /** 403 operator_only for a project owner. */

@@ -34,6 +34,10 @@ import { settingsAdmin } from './settings-admin.ts'
 import { creditsAdmin } from './credits-admin.ts'
 import { startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
 import { Accounts } from './accounts/authenticate.ts'
+import { LowBalanceMonitor } from './alerts/low-balance.ts'
+import { alertsAdmin } from './alerts/admin.ts'
+import { dashboard, type DashboardAuth } from './dashboard/index.ts'
+import { sessionAuth } from './dashboard/session.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -79,6 +83,10 @@ export class Gateway {
   readonly settingsSync: ProjectSettingsSync
   /** Admin users and sessions: resolves who calls the admin API (core/accounts/authenticate.ts). */
   readonly accounts: Accounts
+  /** Low-balance webhooks of the projects that configure them (core/alerts). */
+  readonly alerts: LowBalanceMonitor
+  /** Reads the dashboard session of a request (the accounts' session cookie). */
+  readonly dashboardAuth: DashboardAuth
   readonly #options: StartOptions
   #table: Table
   #upstreams: Map<string, UpstreamHandle>
@@ -101,6 +109,18 @@ export class Gateway {
     this.accounts = new Accounts({ store, sessions: () => this.#table.config.admin.sessions, tokenHash: () => this.#table.config.admin.tokenHash })
     this.log = log
     this.metrics = metrics
+    this.dashboardAuth = sessionAuth({
+      accounts: store.accounts,
+      tokenHash: () => this.#table.config.admin.tokenHash,
+      sessions: () => this.#table.config.admin.sessions,
+    })
+    this.alerts = new LowBalanceMonitor({
+      store,
+      log: log.child({ component: 'alerts' }),
+      projectConfigs: () => this.#table.config.projects,
+      projects: () => this.#table.projects,
+      checkIntervalMs: () => this.#table.config.alerts.checkIntervalMs,
+    })
     this.#deps = {
       log,
       accessLog: config.log.access,
@@ -160,6 +180,7 @@ export class Gateway {
       })
     }
     await gateway.#listen(config)
+    gateway.alerts.start()
     if (options.watch ?? config.watch) gateway.#watch(config)
     log.info(
       { address: gateway.address, admin: gateway.adminAddress, routes: built.table.routes.length, hash: config.hash.slice(0, 16) },
@@ -248,6 +269,8 @@ export class Gateway {
         if (!this.#workstations) return undefined
         return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
       },
+      coreRoutes: [alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId))],
+      dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req) }),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
@@ -354,6 +377,7 @@ export class Gateway {
     await closed
     this.settingsSync.stop()
     await this.#workstations?.close()
+    this.alerts.stop()
     await closeTable(this.#table)
     await Promise.allSettled([...this.#upstreams.values()].map((u) => u.pool.close()))
     await new Promise<void>((done) => {

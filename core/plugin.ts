@@ -92,7 +92,17 @@ export type AdminHandler = (req: {
   params: Record<string, string>
   query: URLSearchParams
   body: unknown
-}) => Promise<{ status?: number; body: unknown }> | { status?: number; body: unknown }
+}) => Promise<AdminAnswer> | AdminAnswer
+
+/**
+ * An admin handler's answer: a JSON body, or a string sent as is (text/plain unless `headers`
+ * names another content type, e.g. text/csv for an export).
+ */
+export interface AdminAnswer {
+  status?: number
+  body: unknown
+  headers?: Record<string, string>
+}
 
 export interface PluginInstance {
   /** Headers and params only: auth, gates, rate limit, credit reserve, cache lookup. */

@@ -129,6 +129,44 @@ const apiKey: JsonSchema = {
 
 const feature = (description: string): JsonSchema => ({ type: 'boolean', default: false, description })
 
+/** `projects[].alerts`: low-balance webhooks (core/alerts/low-balance.ts). */
+const lowBalanceAlerts: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url', 'secret', 'thresholds'],
+  description:
+    'Low-balance alerts: when the credits left in the current period fall to a threshold, a webhook POST signed with HMAC-SHA256, once per threshold and period, retried with backoff.',
+  properties: {
+    url: { type: 'string', pattern: '^https?://', description: 'Webhook receiver (http or https URL) that gets the JSON alert.' },
+    secret: {
+      type: 'string',
+      minLength: 16,
+      description: 'HMAC-SHA256 key of the x-tollgate-signature header (at least 16 characters); keep it out of the file with ${ALERT_SECRET}.',
+    },
+    thresholds: {
+      type: 'array',
+      minItems: 1,
+      maxItems: 10,
+      description: 'Each fires once per billing period when the credits left are at or below it.',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        minProperties: 1,
+        maxProperties: 1,
+        description: 'Exactly one of percent or remaining.',
+        properties: {
+          percent: { type: 'number', exclusiveMinimum: 0, maximum: 100, description: 'Credits left as a percentage of the allocation, e.g. 20.' },
+          remaining: { type: 'integer', minimum: 0, description: 'Credits left, absolute, e.g. 500.' },
+        },
+      },
+    },
+    maxAttempts: { type: 'integer', minimum: 1, maximum: 20, default: 6, description: 'Deliveries tried per alert before it is recorded as failed.' },
+    retryBaseMs: { type: 'integer', minimum: 10, default: 1000, description: 'Wait after the first failed attempt; doubled after each further failure.' },
+    retryMaxMs: { type: 'integer', minimum: 10, default: 60000, description: 'Longest wait between two attempts.' },
+    timeoutMs: { type: 'integer', minimum: 100, default: 5000, description: 'An attempt with no answer within this time has failed.' },
+  },
+}
+
 export const projectSchema: JsonSchema = {
   type: 'object',
   additionalProperties: false,
@@ -185,6 +223,7 @@ export const projectSchema: JsonSchema = {
     secretHash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256 digest of the project secret.' },
     keys: { type: 'array', items: apiKey, description: 'API keys of the project (hashed).' },
     settings: { type: 'object', default: {}, description: 'Free-form per-project settings read by plugins.' },
+    alerts: lowBalanceAlerts,
   },
 }
 
@@ -380,6 +419,15 @@ export const coreSchema: JsonSchema = {
       },
     },
     watch: { type: 'boolean', default: true, description: 'Reload when gateway.yaml changes on disk (also on SIGHUP).' },
+    alerts: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Low-balance alerts of every project (each project sets its own in projects[].alerts).',
+      properties: {
+        checkIntervalMs: { type: 'integer', minimum: 50, default: 5000, description: 'How often the balances of projects with alerts are read.' },
+      },
+    },
     projectsFile: { type: 'string', description: 'YAML file with a `projects` list, relative to gateway.yaml.' },
     projects: { type: 'array', items: projectSchema, default: [], description: 'Projects and their hashed credentials.' },
     upstreams: { type: 'object', additionalProperties: upstream, default: {}, description: 'Named upstreams.' },

@@ -38,6 +38,16 @@ export interface ProjectConfig {
   secretHash?: string
   keys: { label: string; hash: string; disabled: boolean; expiresAt?: string }[]
   settings: Record<string, unknown>
+  /** Low-balance webhooks (defaults filled in by the schema). */
+  alerts?: {
+    url: string
+    secret: string
+    thresholds: { percent?: number; remaining?: number }[]
+    maxAttempts: number
+    retryBaseMs: number
+    retryMaxMs: number
+    timeoutMs: number
+  }
 }
 
 /** `store` of gateway.yaml: which engine, and where its state lives. */
@@ -87,6 +97,7 @@ export interface GatewayConfig {
   workstations?: WorkstationsConfig
   log: { level: string; access: boolean }
   watch: boolean
+  alerts: { checkIntervalMs: number }
   projects: ProjectConfig[]
   upstreams: Record<string, UpstreamConfig>
   plugins: PluginEntry[]

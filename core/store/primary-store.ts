@@ -25,6 +25,7 @@ import type {
   StoreHealth,
   StoredDocument,
   UsageEvent,
+  UsageDetailRow,
   UsageRow,
 } from './types.ts'
 import { AccountConflict, type AccountsStore } from './accounts/types.ts'
@@ -62,6 +63,7 @@ const STORE_OPS = new Set([
   'creditLedger',
   'recordUsage',
   'queryUsage',
+  'queryUsageDetail',
   'takeToken',
   'health',
 ])
@@ -225,6 +227,9 @@ export class PrimaryStore implements Store {
   }
   queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]> {
     return this.#call('queryUsage', [projectId, fromMs, toMs, granularity])
+  }
+  queryUsageDetail(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageDetailRow[]> {
+    return this.#call('queryUsageDetail', [projectId, fromMs, toMs, granularity])
   }
   takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision> {
     return this.#call('takeToken', cost === undefined ? [key, capacity, refillPerSecond] : [key, capacity, refillPerSecond, cost])

@@ -1,5 +1,7 @@
 /**
- * Usage counters of the SQLite engine: requests, credits and errors per (project, apiType, UTC hour).
+ * Usage counters of the SQLite engine: requests, credits and errors per (project, apiType, UTC hour),
+ * and the same per (project, apiType, route, status class, UTC hour) with the latency sum and maximum
+ * (`usage_routes_hourly`, for the dashboard's error breakdown and busiest routes).
  *
  * Every request records usage, and most land in the same few hour rows, so events are summed in
  * memory and written as one upsert per row every `flushMs` (and before every query and on close).
@@ -9,7 +11,7 @@
  */
 import type Database from 'better-sqlite3'
 import { bucketStart, PERIOD_MS } from './periods.ts'
-import type { Granularity, UsageEvent, UsageRow } from './types.ts'
+import { statusClassOf, type Granularity, type UsageDetailRow, type UsageEvent, type UsageRow } from './types.ts'
 
 export const USAGE_SCHEMA = `
 CREATE TABLE IF NOT EXISTS usage_hourly (
@@ -20,6 +22,19 @@ CREATE TABLE IF NOT EXISTS usage_hourly (
   credits NUMERIC NOT NULL,
   errors INTEGER NOT NULL,
   PRIMARY KEY (project_id, bucket_ms, api_type)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage_routes_hourly (
+  project_id TEXT NOT NULL,
+  bucket_ms INTEGER NOT NULL,
+  api_type TEXT NOT NULL,
+  route TEXT NOT NULL,
+  status_class TEXT NOT NULL,
+  requests INTEGER NOT NULL,
+  credits NUMERIC NOT NULL,
+  errors INTEGER NOT NULL,
+  latency_ms_sum REAL NOT NULL,
+  latency_ms_max REAL NOT NULL,
+  PRIMARY KEY (project_id, bucket_ms, api_type, route, status_class)
 ) WITHOUT ROWID;
 `
 
@@ -32,10 +47,80 @@ interface PendingUsage {
   errors: number
 }
 
+/** A per-route sum waiting to be written. */
+export interface PendingRouteUsage extends PendingUsage {
+  route: string
+  statusClass: string
+  latencyMsSum: number
+  latencyMsMax: number
+}
+
+/**
+ * Adds an event to the per-route sums of `pending` (shared with the PostgreSQL engine). Events
+ * without a route or status are not per-route usage and are left out.
+ */
+export function addRouteUsage(pending: Map<string, PendingRouteUsage>, event: UsageEvent, bucketMs: number): void {
+  if (event.route === undefined || event.status === undefined) return
+  const latency = event.latencyMs !== undefined && Number.isFinite(event.latencyMs) && event.latencyMs >= 0 ? event.latencyMs : 0
+  const statusClass = statusClassOf(event.status)
+  const key = `${event.projectId}\u0000${event.apiType}\u0000${bucketMs}\u0000${event.route}\u0000${statusClass}`
+  const sum = pending.get(key)
+  if (sum === undefined) {
+    pending.set(key, {
+      projectId: event.projectId,
+      apiType: event.apiType,
+      bucketMs,
+      route: event.route,
+      statusClass,
+      requests: event.requests,
+      credits: event.credits,
+      errors: event.errors,
+      latencyMsSum: latency * event.requests,
+      latencyMsMax: latency,
+    })
+  } else {
+    sum.requests += event.requests
+    sum.credits += event.credits
+    sum.errors += event.errors
+    sum.latencyMsSum += latency * event.requests
+    if (latency > sum.latencyMsMax) sum.latencyMsMax = latency
+  }
+}
+
+/** Raw per-route rows as both engines select them. */
+export interface RouteRowRaw {
+  bucketMs: number | string
+  apiType: string
+  route: string
+  statusClass: string
+  requests: number | string
+  credits: number | string
+  errors: number | string
+  latencyMsSum: number | string
+  latencyMsMax: number | string
+}
+
+/** A selected row in the Store's form (PostgreSQL sums arrive as strings). */
+export function routeRowOf(row: RouteRowRaw): UsageDetailRow {
+  return {
+    bucket: new Date(Number(row.bucketMs)).toISOString(),
+    apiType: row.apiType,
+    route: row.route,
+    statusClass: row.statusClass,
+    requests: Number(row.requests),
+    credits: Number(row.credits),
+    errors: Number(row.errors),
+    latencyMsSum: Math.round(Number(row.latencyMsSum) * 1000) / 1000,
+    latencyMsMax: Math.round(Number(row.latencyMsMax) * 1000) / 1000,
+  }
+}
+
 export class SqliteUsageLog {
   private pending = new Map<string, PendingUsage>()
-  private readonly writeTx: (rows: Iterable<PendingUsage>) => void
+  private pendingRoutes = new Map<string, PendingRouteUsage>()
+  private readonly writeTx: (rows: Iterable<PendingUsage>, routeRows: Iterable<PendingRouteUsage>) => void
   private readonly queryStmts: Record<Granularity, Database.Statement>
+  private readonly routeStmts: Record<Granularity, Database.Statement>
 
   constructor(
     db: Database.Database,
@@ -49,8 +134,18 @@ export class SqliteUsageLog {
         requests = requests + excluded.requests,
         credits = credits + excluded.credits,
         errors = errors + excluded.errors`)
-    this.writeTx = db.transaction((rows: Iterable<PendingUsage>) => {
+    const upsertRouteStmt = db.prepare(`
+      INSERT INTO usage_routes_hourly (project_id, bucket_ms, api_type, route, status_class, requests, credits, errors, latency_ms_sum, latency_ms_max)
+      VALUES (@projectId, @bucketMs, @apiType, @route, @statusClass, @requests, @credits, @errors, @latencyMsSum, @latencyMsMax)
+      ON CONFLICT (project_id, bucket_ms, api_type, route, status_class) DO UPDATE SET
+        requests = requests + excluded.requests,
+        credits = credits + excluded.credits,
+        errors = errors + excluded.errors,
+        latency_ms_sum = latency_ms_sum + excluded.latency_ms_sum,
+        latency_ms_max = max(latency_ms_max, excluded.latency_ms_max)`)
+    this.writeTx = db.transaction((rows: Iterable<PendingUsage>, routeRows: Iterable<PendingRouteUsage>) => {
       for (const row of rows) upsertStmt.run(row)
+      for (const row of routeRows) upsertRouteStmt.run(row)
     })
     // Buckets overlapping [from, to) are returned whole: the caller widens the range to bucket edges.
     const query = (bucketExpr: string) =>
@@ -65,6 +160,19 @@ export class SqliteUsageLog {
       hour: query('bucket_ms'),
       day: query(`bucket_ms - (bucket_ms % ${PERIOD_MS.day})`),
     }
+    const routeQuery = (bucketExpr: string) =>
+      db.prepare(`
+        SELECT ${bucketExpr} AS bucketMs, api_type AS apiType, route, status_class AS statusClass,
+          sum(requests) AS requests, sum(credits) AS credits, sum(errors) AS errors,
+          sum(latency_ms_sum) AS latencyMsSum, max(latency_ms_max) AS latencyMsMax
+        FROM usage_routes_hourly
+        WHERE project_id = @projectId AND bucket_ms >= @fromMs AND bucket_ms < @toMs
+        GROUP BY bucketMs, api_type, route, status_class
+        ORDER BY bucketMs, api_type, route, status_class`)
+    this.routeStmts = {
+      hour: routeQuery('bucket_ms'),
+      day: routeQuery(`bucket_ms - (bucket_ms % ${PERIOD_MS.day})`),
+    }
   }
 
   record(event: UsageEvent): void {
@@ -74,9 +182,12 @@ export class SqliteUsageLog {
     }
     const bucketMs = bucketStart('hour', event.at)
     if (this.flushMs === 0) {
-      this.writeTx([{ ...pick(event), bucketMs }])
+      const routes = new Map<string, PendingRouteUsage>()
+      addRouteUsage(routes, event, bucketMs)
+      this.writeTx([{ ...pick(event), bucketMs }], routes.values())
       return
     }
+    addRouteUsage(this.pendingRoutes, event, bucketMs)
     const key = `${event.projectId}\u0000${event.apiType}\u0000${bucketMs}`
     const sum = this.pending.get(key)
     if (sum === undefined) {
@@ -90,9 +201,21 @@ export class SqliteUsageLog {
 
   /** Writes the buffered sums. On failure the sums stay buffered for the next attempt. */
   flush(): void {
-    if (this.pending.size === 0) return
-    this.writeTx(this.pending.values())
+    if (this.pending.size === 0 && this.pendingRoutes.size === 0) return
+    this.writeTx(this.pending.values(), this.pendingRoutes.values())
     this.pending = new Map()
+    this.pendingRoutes = new Map()
+  }
+
+  /** Per-route rows of a project (see `Store.queryUsageDetail`). */
+  queryDetail(projectId: string, fromMs: number, toMs: number, granularity: Granularity): UsageDetailRow[] {
+    const stmt = this.routeStmts[granularity]
+    if (stmt === undefined) throw new RangeError(`granularity must be 'hour' or 'day', got ${String(granularity)}`)
+    if (!Number.isFinite(fromMs) || !Number.isFinite(toMs)) throw new RangeError('fromMs and toMs must be finite epoch ms')
+    this.flush()
+    const size = PERIOD_MS[granularity]
+    const rows = stmt.all({ projectId, fromMs: bucketStart(granularity, fromMs), toMs: Math.ceil(toMs / size) * size }) as RouteRowRaw[]
+    return rows.map(routeRowOf)
   }
 
   query(projectId: string, fromMs: number, toMs: number, granularity: Granularity): UsageRow[] {

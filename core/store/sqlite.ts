@@ -58,6 +58,7 @@ import type {
   Store,
   StoreHealth,
   UsageEvent,
+  UsageDetailRow,
   UsageRow,
 } from './types.ts'
 
@@ -240,6 +241,10 @@ export class SqliteStore implements Store {
 
   async queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]> {
     return this.usage.query(projectId, fromMs, toMs, granularity)
+  }
+
+  async queryUsageDetail(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageDetailRow[]> {
+    return this.usage.queryDetail(projectId, fromMs, toMs, granularity)
   }
 
   async takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision> {

@@ -84,6 +84,38 @@ export interface UsageEvent {
   requests: number
   credits: number
   errors: number
+  /**
+   * Route name, when the request matched one: with `status` it also counts the request in the
+   * per-route table ({@link Store.queryUsageDetail}). Both come from config or the HTTP status, so the
+   * number of rows stays bounded (routes × status classes × hours).
+   */
+  route?: string
+  /** HTTP status the client got (499: it left before any answer); booked by class, `2xx`, `4xx`... */
+  status?: number
+  /** Time from the request head to the end of the answer, ms; summed (and the maximum kept) per row. */
+  latencyMs?: number
+}
+
+/** Status class of an HTTP status: `2xx`, `4xx`, `5xx`... (anything outside 100..599 is `other`). */
+export function statusClassOf(status: number): string {
+  return status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : 'other'
+}
+
+/** One row of the per-route usage: a bucket, API type, route and status class. */
+export interface UsageDetailRow {
+  /** ISO 8601 UTC start of the bucket. */
+  bucket: string
+  apiType: string
+  route: string
+  /** `2xx`, `3xx`, `4xx`, `5xx` or `other`. */
+  statusClass: string
+  requests: number
+  credits: number
+  errors: number
+  /** Sum of the requests' latencies (ms): divided by `requests` it is the mean. */
+  latencyMsSum: number
+  /** Slowest request of the row (ms). */
+  latencyMsMax: number
 }
 
 export interface UsageRow {
@@ -151,6 +183,11 @@ export interface Store {
 
   recordUsage(event: UsageEvent): Promise<void>
   queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]>
+  /**
+   * Usage per bucket, API type, route and status class (events recorded with a `route` and a
+   * `status`), ordered by bucket, API type, route, status class. Buffered like `queryUsage`.
+   */
+  queryUsageDetail(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageDetailRow[]>
 
   /** Token bucket: `capacity` tokens, refilled at `refillPerSecond`. */
   takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision>

@@ -122,10 +122,21 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
     if (!ctx.project) return
     const credits = CreditLedger.charged(state?.metered)
     if (credits > 0) consumedOf(ctx.project.id).inc(credits)
-    // 499: the client went away before any answer.
-    const failed = ctx.error !== undefined || (ctx.response?.status ?? 499) >= 400
+    // 499: the client went away before any answer. A failure after the head counts as its 502/504.
+    const status = ctx.error?.status ?? ctx.response?.status ?? 499
+    const failed = ctx.error !== undefined || status >= 400
     init.store
-      .recordUsage({ projectId: ctx.project.id, apiType, at: Date.now(), requests: 1, credits, errors: failed ? 1 : 0 })
+      .recordUsage({
+        projectId: ctx.project.id,
+        apiType,
+        at: Date.now(),
+        requests: 1,
+        credits,
+        errors: failed ? 1 : 0,
+        route: init.routeName,
+        status,
+        latencyMs: performance.now() - ctx.startedAt,
+      })
       .catch(usageFailed)
   }
 

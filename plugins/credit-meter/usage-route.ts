@@ -1,11 +1,13 @@
 /**
- * `GET /admin/projects/:id/usage?from=&to=&granularity=hour|day` on the admin listener (the core
- * checks the admin token): a project's usage rows from the store, their totals, and the balance of
- * its current billing period. Same data and defaults as `tollgate usage` (last 30 days, by day).
+ * `GET /admin/projects/:id/usage?from=&to=&granularity=hour|day&by=apiType|route&format=json|csv|ndjson`
+ * on the admin listener (the core checks the admin token): a project's usage rows from the store,
+ * their totals, and the balance of its current billing period. Same data and defaults as
+ * `tollgate usage` (last 30 days, by day). `by=route` gives rows per API type, route and status
+ * class with latency; `csv` and `ndjson` export the rows alone (a header line for CSV).
  */
 import { GatewayError } from '../../core/errors.ts'
 import type { AdminHandler, PluginInit } from '../../core/plugin.ts'
-import type { Granularity } from '../../core/store/types.ts'
+import type { Granularity, UsageDetailRow, UsageRow } from '../../core/store/types.ts'
 import type { CreditLedger } from './ledger.ts'
 
 export const USAGE_ADMIN_PATH = '/admin/projects/:id/usage'
@@ -27,6 +29,41 @@ function parseTime(query: URLSearchParams, field: 'from' | 'to'): number | undef
   const ms = ISO_8601.test(raw) ? Date.parse(raw) : NaN
   if (Number.isNaN(ms)) throw invalid(`${field} must be an ISO 8601 date or date-time, e.g. 2026-11-21T09:00:00Z`)
   return ms
+}
+
+export type UsageFormat = 'json' | 'csv' | 'ndjson'
+export type UsageDimension = 'apiType' | 'route'
+
+const FORMATS: readonly UsageFormat[] = ['json', 'csv', 'ndjson']
+const DIMENSIONS: readonly UsageDimension[] = ['apiType', 'route']
+
+const COLUMNS: Record<UsageDimension, string[]> = {
+  apiType: ['bucket', 'apiType', 'requests', 'credits', 'errors'],
+  route: ['bucket', 'apiType', 'route', 'statusClass', 'requests', 'credits', 'errors', 'latencyMsSum', 'latencyMsMax'],
+}
+
+/** One CSV field (RFC 4180): quoted when it holds a comma, quote or line break. */
+function csvField(value: unknown): string {
+  const text = String(value)
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text
+}
+
+/** Rows as CSV with a header line, or as NDJSON (one JSON object per line). */
+export function exportRows(rows: readonly (UsageRow | UsageDetailRow)[], by: UsageDimension, format: 'csv' | 'ndjson'): string {
+  if (format === 'ndjson') return rows.map((row) => JSON.stringify(row) + '\n').join('')
+  const columns = COLUMNS[by]
+  const lines = [columns.join(',')]
+  for (const row of rows) lines.push(columns.map((column) => csvField((row as unknown as Record<string, unknown>)[column])).join(','))
+  return lines.join('\r\n') + '\r\n'
+}
+
+/** Reads and checks the query; every refusal names the field. */
+export function parseExportQuery(query: URLSearchParams): { format: UsageFormat; by: UsageDimension } {
+  const format = (query.get('format') ?? 'json') as UsageFormat
+  if (!FORMATS.includes(format)) throw invalid(`format must be one of ${FORMATS.join(', ')}`)
+  const by = (query.get('by') ?? 'apiType') as UsageDimension
+  if (!DIMENSIONS.includes(by)) throw invalid(`by must be one of ${DIMENSIONS.join(', ')}`)
+  return { format, by }
 }
 
 /** Reads and checks the query; every refusal names the field. */
@@ -56,7 +93,18 @@ export function usageHandler(init: PluginInit, ledger: CreditLedger): AdminHandl
     const project = init.projects.byId(params.id)
     if (!project) throw new GatewayError(404, 'project_not_found', `no project with id ${JSON.stringify(params.id.slice(0, 64))}`)
     const { from, to, granularity } = parseUsageQuery(query, ledger.clock())
-    const rows = await init.store.queryUsage(project.id, from, to, granularity)
+    const { format, by } = parseExportQuery(query)
+    const rows = by === 'route' ? await init.store.queryUsageDetail(project.id, from, to, granularity) : await init.store.queryUsage(project.id, from, to, granularity)
+    if (format !== 'json') {
+      const stamp = `${project.id}-${by}-${granularity}`
+      return {
+        body: exportRows(rows, by, format),
+        headers: {
+          'content-type': format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8',
+          'content-disposition': `attachment; filename="usage-${stamp}.${format === 'csv' ? 'csv' : 'ndjson'}"`,
+        },
+      }
+    }
     const totals = { requests: 0, credits: 0, errors: 0 }
     for (const row of rows) {
       totals.requests += row.requests
@@ -70,6 +118,7 @@ export function usageHandler(init: PluginInit, ledger: CreditLedger): AdminHandl
       body: {
         project: project.id,
         granularity,
+        by,
         from: new Date(from).toISOString(),
         to: new Date(to).toISOString(),
         rows,

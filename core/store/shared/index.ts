@@ -23,6 +23,7 @@ import type {
   Store,
   StoreHealth,
   UsageEvent,
+  UsageDetailRow,
   UsageRow,
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
@@ -31,12 +32,13 @@ import { runMigrations, type MigrationReport, type MigrationSet } from './migrat
 import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
 import { RedisBuckets } from './redis-buckets.ts'
 import { coreMigrations } from './schema.ts'
-import { SharedUsageLog } from './usage.ts'
+import { SharedUsageLog, usageMigrations } from './usage.ts'
 import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
 import { ACCOUNTS_MIGRATIONS, PostgresAccounts } from '../accounts/postgres.ts'
 
 export { coreMigrations } from './schema.ts'
 export { documentRevisionMigrations } from './documents.ts'
+export { usageMigrations } from './usage.ts'
 export { runMigrations, SchemaTooNewError, type Migration, type MigrationSet, type MigrationReport } from './migrations.ts'
 
 export interface SharedStoreOptions {
@@ -84,7 +86,7 @@ export async function openSharedStore(options: SharedStoreOptions): Promise<Shar
 export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'postgres' | 'schema' | 'migrations'>): Promise<MigrationReport> {
   const pool = openPgPool({ url: options.postgres, schema: options.schema ?? 'public', max: 1 })
   try {
-    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, ...(options.migrations ?? [])])
+    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, ...(options.migrations ?? [])])
   } finally {
     await pool.end()
   }
@@ -158,7 +160,7 @@ export class SharedStore implements Store {
 
   /** @internal Called once by {@link openSharedStore}. */
   async start(migrate: boolean): Promise<void> {
-    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, ...(this.options.migrations ?? [])]
+    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, ...(this.options.migrations ?? [])]
     if (migrate) await runMigrations(this.pool, this.schema, sets)
     else await this.checkSchema(sets)
     await this.heartbeat()
@@ -223,6 +225,10 @@ export class SharedStore implements Store {
 
   queryUsage(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageRow[]> {
     return this.usage.query(projectId, fromMs, toMs, granularity)
+  }
+
+  queryUsageDetail(projectId: string, fromMs: number, toMs: number, granularity: Granularity): Promise<UsageDetailRow[]> {
+    return this.usage.queryDetail(projectId, fromMs, toMs, granularity)
   }
 
   takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): Promise<RateDecision> {

@@ -249,6 +249,37 @@ for (const engine of engines) {
       await t.rejects(store.recordUsage({ projectId: 'u', apiType: 'MIRROR', at: Number.NaN, requests: 1, credits: 0, errors: 0 }), RangeError)
     })
 
+    t.test('usage per route and status class: per hour or day, with latency sum and maximum', async (t) => {
+      const store = await engine.opener(t)()
+      const at = Date.UTC(2026, 10, 21, 9, 30)
+      const event = { projectId: 'r', apiType: 'MIRROR', requests: 1, credits: 1, errors: 0 }
+      await store.recordUsage({ ...event, at, route: 'blocks', status: 200, latencyMs: 10 })
+      await store.recordUsage({ ...event, at: at + 1_000, route: 'blocks', status: 204, latencyMs: 30 })
+      await store.recordUsage({ ...event, at, route: 'blocks', status: 404, latencyMs: 2, credits: 0, errors: 1 })
+      await store.recordUsage({ ...event, at, route: 'tx', status: 502, latencyMs: 5, credits: 0, errors: 1 })
+      await store.recordUsage({ ...event, at: at + 3_600_000, route: 'blocks', status: 200, latencyMs: 50 })
+      // Without a route (an older caller) it counts in the per-API-type usage only.
+      await store.recordUsage({ ...event, at })
+      await store.recordUsage({ ...event, projectId: 'other', at, route: 'blocks', status: 200, latencyMs: 1 })
+      const hours = await store.queryUsageDetail('r', Date.UTC(2026, 10, 21), Date.UTC(2026, 10, 22), 'hour')
+      t.same(hours, [
+        { bucket: '2026-11-21T09:00:00.000Z', apiType: 'MIRROR', route: 'blocks', statusClass: '2xx', requests: 2, credits: 2, errors: 0, latencyMsSum: 40, latencyMsMax: 30 },
+        { bucket: '2026-11-21T09:00:00.000Z', apiType: 'MIRROR', route: 'blocks', statusClass: '4xx', requests: 1, credits: 0, errors: 1, latencyMsSum: 2, latencyMsMax: 2 },
+        { bucket: '2026-11-21T09:00:00.000Z', apiType: 'MIRROR', route: 'tx', statusClass: '5xx', requests: 1, credits: 0, errors: 1, latencyMsSum: 5, latencyMsMax: 5 },
+        { bucket: '2026-11-21T10:00:00.000Z', apiType: 'MIRROR', route: 'blocks', statusClass: '2xx', requests: 1, credits: 1, errors: 0, latencyMsSum: 50, latencyMsMax: 50 },
+      ])
+      for (const row of hours) t.type(row.requests, 'number', 'sums are numbers on every engine')
+      const days = await store.queryUsageDetail('r', Date.UTC(2026, 10, 21, 12), Date.UTC(2026, 10, 21, 13), 'day')
+      t.same(days.map((row) => [row.route, row.statusClass, row.requests, row.latencyMsSum, row.latencyMsMax]), [
+        ['blocks', '2xx', 3, 90, 50],
+        ['blocks', '4xx', 1, 2, 2],
+        ['tx', '5xx', 1, 5, 5],
+      ])
+      const perType = await store.queryUsage('r', Date.UTC(2026, 10, 21), Date.UTC(2026, 10, 22), 'hour')
+      t.same(perType.map((row) => row.requests), [5, 1], 'the per-API-type usage still counts every event')
+      t.same(await store.queryUsageDetail('r', Date.UTC(2026, 10, 22), Date.UTC(2026, 10, 23), 'hour'), [], 'nothing outside the range')
+    })
+
     t.test('documents: atomic insertIfAbsent, update, listByOwner oldest first, delete', async (t) => {
       let now = 1_000
       const store = await engine.opener(t)(() => now)

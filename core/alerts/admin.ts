@@ -1,0 +1,62 @@
+/**
+ * Admin API of the low-balance alerts (token-protected, on the admin listener):
+ *
+ *   GET /admin/alerts?limit=N               alerts of every project, newest first
+ *   GET /admin/projects/:id/alerts?limit=N  alerts of one project, newest first
+ *
+ * Each alert carries its threshold, the balance when it fired, its delivery state and every
+ * attempt (time, status or error, duration). The webhook secret is never shown.
+ */
+import type { IncomingMessage } from 'node:http'
+import { GatewayError } from '../errors.ts'
+import type { ProjectDirectory } from '../projects.ts'
+import { Router, normalisePath } from '../router.ts'
+import type { AlertRecord, LowBalanceMonitor } from './low-balance.ts'
+
+type Answer = { status?: number; body: unknown }
+
+function limitOf(query: URLSearchParams): number {
+  const raw = query.get('limit')
+  if (raw === null) return 100
+  const limit = Number(raw)
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new GatewayError(400, 'invalid_query', 'limit must be an integer from 1 to 1000')
+  return limit
+}
+
+/** Every project's alerts, newest first (by firing time). */
+export async function allAlerts(monitor: LowBalanceMonitor, projects: ProjectDirectory, limit: number): Promise<AlertRecord[]> {
+  const lists = await Promise.all(projects.all().map((project) => monitor.list(project.id, limit)))
+  return lists
+    .flat()
+    .sort((a, b) => (a.firedAt < b.firedAt ? 1 : a.firedAt > b.firedAt ? -1 : 0))
+    .slice(0, limit)
+}
+
+/** The handler of the alert routes; undefined for other paths (the caller tries the next routes). */
+export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectDirectory) {
+  const router = new Router<(params: Record<string, string>, query: URLSearchParams) => Promise<Answer>>([
+    {
+      methods: ['GET'],
+      path: '/admin/alerts',
+      value: async (_params, query) => ({ body: { alerts: await allAlerts(monitor, projects(), limitOf(query)) } }),
+    },
+    {
+      methods: ['GET'],
+      path: '/admin/projects/:id/alerts',
+      value: async (params, query) => {
+        if (!projects().byId(params.id)) throw new GatewayError(404, 'project_not_found', `project ${params.id} does not exist`)
+        return { body: { project: params.id, alerts: await monitor.list(params.id, limitOf(query)) } }
+      },
+    },
+  ])
+  return async (req: IncomingMessage, url: URL): Promise<Answer | undefined> => {
+    let match
+    try {
+      match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
+    } catch (error) {
+      if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
+      throw error
+    }
+    return match.value(match.params, url.searchParams)
+  }
+}

@@ -1,0 +1,275 @@
+// tollgate dashboard islands (served from this origin; the CSP allows no inline script).
+// 1. [data-live] regions re-fetch their server-rendered fragment every few seconds;
+// 2. #usage-chart draws requests per API type with uPlot and refreshes its data;
+// 3. buttons and forms call the admin API (session cookie + CSRF header), features behind a password dialog.
+'use strict'
+
+/** The admin API endpoints the islands call (sessions, keys, project settings). */
+const API = {
+  session: '/admin/session',
+  keys: (project) => `/admin/projects/${encodeURIComponent(project)}/keys`,
+  key: (project, label, verb) => `/admin/projects/${encodeURIComponent(project)}/keys/${encodeURIComponent(label)}/${verb}`,
+  project: (project) => `/admin/projects/${encodeURIComponent(project)}`,
+}
+/** How long a rotated key keeps working beside its successor. */
+const ROTATION_GRACE_SECONDS = 3600
+
+const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.getAttribute('content') ?? ''
+const REFRESH_MS = Number(meta('refresh-ms')) || 3000
+
+async function api(method, path, body) {
+  const headers = { accept: 'application/json', 'x-csrf-token': meta('csrf-token') }
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  let res
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' })
+  } catch {
+    return { ok: false, status: 0, body: {}, message: 'The gateway did not answer; try again.' }
+  }
+  const text = await res.text()
+  let parsed = {}
+  try { parsed = text ? JSON.parse(text) : {} } catch { parsed = {} }
+  const message = parsed?.error?.message ?? (res.ok ? '' : `Request failed (${res.status}).`)
+  return { ok: res.ok, status: res.status, body: parsed, message }
+}
+
+function showError(el, message) {
+  if (!el) return
+  el.textContent = message
+  el.hidden = !message
+}
+
+// ---- live regions -------------------------------------------------------------------------
+function startLive() {
+  const regions = [...document.querySelectorAll('[data-live]')]
+  if (regions.length === 0) return
+  const note = document.querySelector('.live-note')
+  const refresh = async () => {
+    for (const region of regions) {
+      // Not while a dialog is open: the user is acting on what they see.
+      if (document.querySelector('dialog[open]')) continue
+      try {
+        const res = await fetch(region.dataset.live, { credentials: 'same-origin', headers: { accept: 'text/html' } })
+        if (res.status === 401) return void location.assign('/dashboard/sign-in')
+        if (!res.ok) throw new Error(String(res.status))
+        region.innerHTML = await res.text()
+        region.dataset.refreshedAt = String(Date.now())
+        note?.classList.remove('stale')
+      } catch {
+        note?.classList.add('stale')
+      }
+    }
+  }
+  setInterval(refresh, REFRESH_MS)
+}
+
+// ---- usage chart --------------------------------------------------------------------------
+const PALETTE = ['#3b5bdb', '#2b8a3e', '#e67700', '#ae3ec9', '#0c8599', '#c92a2a']
+
+function startChart() {
+  const el = document.getElementById('usage-chart')
+  if (!el || typeof uPlot === 'undefined') return
+  let plot
+  let signature = ''
+  const draw = (data) => {
+    const types = data.series.map((s) => s.apiType)
+    const total = data.series.reduce((sum, s) => sum + s.requests.reduce((a, b) => a + b, 0), 0)
+    el.dataset.total = String(total)
+    el.dataset.types = types.join(',')
+    const columns = [data.x, ...data.series.map((s) => s.requests)]
+    if (types.length === 0) columns.push(data.x.map(() => 0))
+    const next = types.join(',') || '-'
+    if (plot && next === signature) return plot.setData(columns)
+    plot?.destroy()
+    signature = next
+    const series = [{}]
+    if (types.length === 0) series.push({ label: 'requests', stroke: '#cfd5de', width: 2 })
+    types.forEach((type, i) => {
+      const color = PALETTE[i % PALETTE.length]
+      series.push({ label: type, stroke: color, width: 2, fill: color + '1f', points: { size: 6, fill: color } })
+    })
+    plot = new uPlot({
+      width: el.clientWidth || 800,
+      height: 260,
+      series,
+      scales: { y: { range: (_u, _min, max) => [0, Math.max(4, Math.ceil(max * 1.15))] } },
+      axes: [
+        { stroke: '#687385', grid: { stroke: '#eef0f4' } },
+        { stroke: '#687385', grid: { stroke: '#eef0f4' }, label: 'requests / hour', size: 56 },
+      ],
+      legend: { live: true },
+    }, columns, el)
+  }
+  const load = async () => {
+    try {
+      const res = await fetch(el.dataset.src, { credentials: 'same-origin' })
+      if (res.status === 401) return void location.assign('/dashboard/sign-in')
+      if (res.ok) draw(await res.json())
+    } catch { /* the next tick tries again */ }
+  }
+  load()
+  setInterval(load, REFRESH_MS)
+  addEventListener('resize', () => plot?.setSize({ width: el.clientWidth, height: 260 }))
+}
+
+// ---- credit ledger (only when the gateway has the credits API) -----------------------------
+async function startLedger() {
+  const card = document.getElementById('credit-ledger')
+  if (!card) return
+  const render = async () => {
+    let res
+    try { res = await fetch(card.dataset.src, { credentials: 'same-origin', headers: { accept: 'application/json' } }) } catch { return }
+    // 404: this gateway has no credit ledger endpoint; the card stays hidden.
+    if (!res.ok) return
+    const body = await res.json().catch(() => undefined)
+    if (!Array.isArray(body?.entries)) return
+    const rows = body.entries.slice(-12).reverse().map((entry) => {
+      const detail = entry.kind === 'grant' ? `${entry.reason} by ${entry.actor}` : entry.kind === 'charge' ? `${entry.apiType} · ${String(entry.hour).replace('T', ' ')}` : ''
+      const tr = document.createElement('tr')
+      for (const [text, cls] of [[entry.kind, ''], [detail, 'muted'], [Number(entry.amount).toLocaleString('en-US'), 'r']]) {
+        const td = document.createElement('td')
+        td.textContent = text
+        if (cls) td.className = cls
+        tr.append(td)
+      }
+      return tr
+    })
+    card.querySelector('tbody').replaceChildren(...rows)
+    card.hidden = false
+  }
+  await render()
+  setInterval(render, REFRESH_MS * 2)
+}
+
+// ---- actions ------------------------------------------------------------------------------
+const projectId = () => document.querySelector('[data-project-id]')?.dataset.projectId
+
+async function refreshNow() {
+  for (const region of document.querySelectorAll('[data-live]')) {
+    const res = await fetch(region.dataset.live, { credentials: 'same-origin' })
+    if (res.ok) region.innerHTML = await res.text()
+  }
+}
+
+function showKey(key, note) {
+  const dialog = document.getElementById('key-dialog')
+  dialog.querySelector('[data-slot="key"]').textContent = key
+  dialog.querySelector('[data-slot="note"]').textContent = note ?? ''
+  dialog.showModal()
+}
+
+/** The password dialog: resolves once the change succeeded, or when it is cancelled. */
+function confirmWithPassword(title, text, send) {
+  const dialog = document.getElementById('password-dialog')
+  const form = document.getElementById('password-form')
+  const error = form.querySelector('.error')
+  dialog.querySelector('[data-slot="title"]').textContent = title
+  dialog.querySelector('[data-slot="text"]').textContent = text
+  form.reset()
+  showError(error, '')
+  form.onsubmit = async (event) => {
+    event.preventDefault()
+    const submit = form.querySelector('button[type="submit"]')
+    submit.disabled = true
+    const result = await send(form.elements.password.value)
+    submit.disabled = false
+    if (!result.ok) {
+      // The API's own message (wrong password, no permission...) is shown as is.
+      showError(error, result.message)
+      form.elements.password.select()
+      return
+    }
+    dialog.close()
+    await refreshNow()
+  }
+  dialog.showModal()
+  form.elements.password.focus()
+}
+
+/** A failed button action: the API's message in the page's banner, not a blocking dialog. */
+function actionFailed(result) {
+  const banner = document.getElementById('action-error')
+  if (!banner) return
+  showError(banner, result.message)
+  banner.scrollIntoView({ block: 'nearest' })
+}
+
+function actionDone() {
+  showError(document.getElementById('action-error'), '')
+}
+
+const actions = {
+  async 'sign-out'() {
+    await api('DELETE', API.session)
+    location.assign('/dashboard/sign-in')
+  },
+  'close-dialog'(button) {
+    button.closest('dialog')?.close()
+  },
+  async 'rotate-key'(button) {
+    const label = button.dataset.label
+    const result = await api('POST', API.key(projectId(), label, 'rotate'), { graceSeconds: ROTATION_GRACE_SECONDS })
+    if (!result.ok) return actionFailed(result)
+    actionDone()
+    const until = result.body.previous?.expiresAt
+    showKey(result.body.key, `New label ${result.body.label}. ${until ? `The old key ${label} keeps working until ${until}.` : ''}`)
+    await refreshNow()
+  },
+  async 'disable-key'(button) {
+    const result = await api('POST', API.key(projectId(), button.dataset.label, 'disable'))
+    if (!result.ok) return actionFailed(result)
+    actionDone()
+    await refreshNow()
+  },
+  async 'enable-key'(button) {
+    const result = await api('POST', API.key(projectId(), button.dataset.label, 'enable'))
+    if (!result.ok) return actionFailed(result)
+    actionDone()
+    await refreshNow()
+  },
+  'toggle-feature'(button) {
+    const { feature, label, next } = button.dataset
+    const on = next === 'true'
+    confirmWithPassword(`${on ? 'Turn on' : 'Turn off'} ${label}`, `Enter your password to turn ${label} ${on ? 'on' : 'off'} for this project.`, (password) =>
+      api('PATCH', API.project(projectId()), { features: { [feature]: on }, password }),
+    )
+  },
+}
+
+document.addEventListener('click', (event) => {
+  const button = event.target.closest('[data-action]')
+  if (!button || button.disabled) return
+  const action = actions[button.dataset.action]
+  if (!action) return
+  event.preventDefault()
+  action(button)
+})
+
+// ---- forms --------------------------------------------------------------------------------
+function startForms() {
+  const signIn = document.getElementById('sign-in')
+  signIn?.addEventListener('submit', async (event) => {
+    event.preventDefault()
+    const form = event.currentTarget
+    const result = await api('POST', API.session, { email: form.elements.email.value, password: form.elements.password.value })
+    if (!result.ok) return showError(form.querySelector('.error'), result.message)
+    location.assign('/dashboard/projects')
+  })
+  const createKey = document.getElementById('create-key')
+  createKey?.addEventListener('submit', async (event) => {
+    event.preventDefault()
+    const form = event.currentTarget
+    const label = form.elements.label.value.trim()
+    const result = await api('POST', API.keys(form.dataset.project), { label })
+    if (!result.ok) return showError(form.querySelector('.error'), result.message)
+    showError(form.querySelector('.error'), '')
+    form.reset()
+    showKey(result.body.key, `Key ${label} is active now.`)
+    await refreshNow()
+  })
+}
+
+startLive()
+startChart()
+startForms()
+startLedger()

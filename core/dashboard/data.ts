@@ -1,0 +1,119 @@
+/**
+ * What the dashboard shows of a project, read from the store: the balance of the current period,
+ * usage of the last 24 hours per API type (the chart), per status class (error breakdown) and per
+ * route (busiest routes), and the latest low-balance alerts. One summary is a balance read, two
+ * usage queries and one document list.
+ */
+import type { Project } from '../projects.ts'
+import { currentPeriod } from '../store/periods.ts'
+import type { Store, UsageDetailRow, UsageRow } from '../store/types.ts'
+import type { AlertRecord, LowBalanceMonitor } from '../alerts/low-balance.ts'
+
+const HOUR_MS = 3_600_000
+/** The chart and the tables cover this many hours up to now. */
+export const WINDOW_HOURS = 24
+
+export interface RouteStat {
+  route: string
+  apiType: string
+  requests: number
+  errors: number
+  credits: number
+  meanLatencyMs: number
+  maxLatencyMs: number
+}
+
+export interface ProjectSummary {
+  project: Project
+  balance: { period: string; allocation: number; used: number; remaining: number; percentLeft: number }
+  window: { requests: number; credits: number; errors: number }
+  /** Requests per status class over the window: `2xx` → n. */
+  statusClasses: Record<string, number>
+  routes: RouteStat[]
+  chart: ChartData
+  alerts: AlertRecord[]
+}
+
+/** uPlot's columnar form: x in unix seconds, one series of requests per API type. */
+export interface ChartData {
+  x: number[]
+  series: { apiType: string; requests: number[]; credits: number[] }[]
+}
+
+/** Zero-filled hourly series per API type over the window ending at `now`. */
+export function chartOf(rows: readonly UsageRow[], now: number): ChartData {
+  const end = Math.floor(now / HOUR_MS) * HOUR_MS
+  const x = Array.from({ length: WINDOW_HOURS }, (_, i) => (end - (WINDOW_HOURS - 1 - i) * HOUR_MS) / 1000)
+  const index = new Map(x.map((seconds, i) => [seconds, i]))
+  const byType = new Map<string, { apiType: string; requests: number[]; credits: number[] }>()
+  for (const row of rows) {
+    const at = index.get(Date.parse(row.bucket) / 1000)
+    if (at === undefined) continue
+    let series = byType.get(row.apiType)
+    if (!series) {
+      series = { apiType: row.apiType, requests: Array(WINDOW_HOURS).fill(0), credits: Array(WINDOW_HOURS).fill(0) }
+      byType.set(row.apiType, series)
+    }
+    series.requests[at]! += Number(row.requests)
+    series.credits[at]! += Number(row.credits)
+  }
+  return { x, series: [...byType.values()].sort((a, b) => a.apiType.localeCompare(b.apiType)) }
+}
+
+/** Routes by requests, busiest first, from per-route rows. */
+export function routeStats(rows: readonly UsageDetailRow[]): RouteStat[] {
+  const byRoute = new Map<string, RouteStat & { latencySum: number }>()
+  for (const row of rows) {
+    const key = `${row.apiType}\u0000${row.route}`
+    let stat = byRoute.get(key)
+    if (!stat) {
+      stat = { route: row.route, apiType: row.apiType, requests: 0, errors: 0, credits: 0, meanLatencyMs: 0, maxLatencyMs: 0, latencySum: 0 }
+      byRoute.set(key, stat)
+    }
+    stat.requests += row.requests
+    stat.errors += row.errors
+    stat.credits += row.credits
+    stat.latencySum += row.latencyMsSum
+    stat.maxLatencyMs = Math.max(stat.maxLatencyMs, row.latencyMsMax)
+  }
+  return [...byRoute.values()]
+    .map(({ latencySum, ...stat }) => ({ ...stat, meanLatencyMs: stat.requests ? latencySum / stat.requests : 0 }))
+    .sort((a, b) => b.requests - a.requests || a.route.localeCompare(b.route))
+}
+
+export interface SummaryDeps {
+  store: Store
+  alerts: LowBalanceMonitor
+  clock?: () => number
+}
+
+/** Reads one project's summary. */
+export async function projectSummary(deps: SummaryDeps, project: Project): Promise<ProjectSummary> {
+  const now = (deps.clock ?? Date.now)()
+  const from = now - (WINDOW_HOURS - 1) * HOUR_MS
+  const period = currentPeriod(project.credits.period, now)
+  const [balance, rows, detail, alerts] = await Promise.all([
+    deps.store.balance(project.id, period, project.credits.allocation),
+    deps.store.queryUsage(project.id, from, now, 'hour'),
+    deps.store.queryUsageDetail(project.id, from, now, 'hour'),
+    deps.alerts.list(project.id, 10),
+  ])
+  const window = { requests: 0, credits: 0, errors: 0 }
+  for (const row of rows) {
+    window.requests += Number(row.requests)
+    window.credits += Number(row.credits)
+    window.errors += Number(row.errors)
+  }
+  const statusClasses: Record<string, number> = {}
+  for (const row of detail) statusClasses[row.statusClass] = (statusClasses[row.statusClass] ?? 0) + row.requests
+  const percentLeft = balance.allocation > 0 ? Math.max(0, Math.min(100, (balance.remaining / balance.allocation) * 100)) : 0
+  return {
+    project,
+    balance: { period, allocation: balance.allocation, used: balance.used, remaining: balance.remaining, percentLeft },
+    window,
+    statusClasses,
+    routes: routeStats(detail),
+    chart: chartOf(rows, now),
+    alerts,
+  }
+}

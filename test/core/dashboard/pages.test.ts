@@ -1,0 +1,101 @@
+/**
+ * The dashboard's templates and server side without a browser: escaping of every interpolated
+ * value, the chart and route aggregations, and a real gateway's /dashboard answers without a
+ * session (sign-in redirect, 401 for live fragments, the CSP and security headers, no inline
+ * script or style anywhere, the vendored uPlot served from the package).
+ */
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { request } from 'undici'
+import { escapeHtml, html } from '../../../core/dashboard/html.ts'
+import { chartOf, routeStats, WINDOW_HOURS } from '../../../core/dashboard/data.ts'
+import { signInPage } from '../../../core/dashboard/pages.ts'
+import { CONTENT_SECURITY_POLICY } from '../../../core/dashboard/index.ts'
+import { startGatewayProcess } from '../../helpers/gateway-process.ts'
+
+t.test('html escapes every value, keeps nested html', async (t) => {
+  const name = `<img src=x onerror="alert(1)">&'`
+  t.equal(html`<p title="${name}">${name}</p>`.text, `<p title="${escapeHtml(name)}">${escapeHtml(name)}</p>`)
+  t.notMatch(html`<p>${name}</p>`.text, /<img/)
+  t.equal(html`<ul>${['a<', 'b'].map((x) => html`<li>${x}</li>`)}</ul>`.text, '<ul><li>a&lt;</li><li>b</li></ul>')
+  t.equal(html`${undefined}${null}${false}${0}`.text, '0')
+})
+
+t.test('chart: 24 zero-filled hours per API type; routes busiest first with mean latency', async (t) => {
+  const now = Date.UTC(2026, 10, 24, 15, 20)
+  const chart = chartOf(
+    [
+      { bucket: '2026-11-24T15:00:00.000Z', apiType: 'PRIVNET_RPC', requests: 5, credits: 5, errors: 0 },
+      { bucket: '2026-11-24T13:00:00.000Z', apiType: 'MIRROR', requests: 2, credits: 1, errors: 1 },
+      { bucket: '2026-11-20T13:00:00.000Z', apiType: 'MIRROR', requests: 99, credits: 1, errors: 1 },
+    ],
+    now,
+  )
+  t.equal(chart.x.length, WINDOW_HOURS)
+  t.equal(chart.x.at(-1), Date.UTC(2026, 10, 24, 15) / 1000, 'the last point is the current hour')
+  t.same(chart.series.map((s) => s.apiType), ['MIRROR', 'PRIVNET_RPC'])
+  t.equal(chart.series[0]!.requests.at(-3), 2)
+  t.equal(chart.series[0]!.requests.reduce((a, b) => a + b), 2, 'rows outside the window are left out')
+  t.equal(chart.series[1]!.requests.at(-1), 5)
+  const routes = routeStats([
+    { bucket: 'b', apiType: 'MIRROR', route: 'a', statusClass: '2xx', requests: 1, credits: 1, errors: 0, latencyMsSum: 10, latencyMsMax: 10 },
+    { bucket: 'b', apiType: 'MIRROR', route: 'b', statusClass: '2xx', requests: 3, credits: 3, errors: 0, latencyMsSum: 30, latencyMsMax: 20 },
+    { bucket: 'b', apiType: 'MIRROR', route: 'b', statusClass: '5xx', requests: 1, credits: 0, errors: 1, latencyMsSum: 50, latencyMsMax: 50 },
+  ])
+  t.same(routes.map((r) => [r.route, r.requests, r.errors, r.meanLatencyMs, r.maxLatencyMs]), [['b', 4, 1, 20, 50], ['a', 1, 0, 10, 10]])
+})
+
+t.test('pages carry no inline script or style', async (t) => {
+  const page = signInPage()
+  t.notMatch(page, /<script(?![^>]*\bsrc=)[^>]*>/, 'every script has a src')
+  t.notMatch(page, /\sstyle=/, 'no style attributes')
+  t.notMatch(page, /\son[a-z]+=/, 'no inline event handlers')
+})
+
+t.test('a real gateway: /dashboard without a session', async (t) => {
+  t.setTimeout(120_000)
+  const gw = await startGatewayProcess(`
+version: 1
+server: { listen: { port: 0 } }
+admin: { listen: { port: 0 } }
+store: { dataDir: '{{DIR}}/data' }
+watch: false
+routes: []
+`, { startTimeoutMs: 90_000 })
+  t.teardown(() => gw.stop())
+  const get = async (path: string) => {
+    const res = await request(gw.adminUrl + path)
+    return { status: res.statusCode, headers: res.headers, body: await res.body.text() }
+  }
+  const root = await get('/dashboard')
+  t.equal(root.status, 303)
+  t.equal(root.headers.location, '/dashboard/sign-in', 'a page without a session goes to sign-in')
+  t.equal((await get('/dashboard/projects/acme')).headers.location, '/dashboard/sign-in')
+  const fragment = await get('/dashboard/fragments/projects')
+  t.equal(fragment.status, 401, 'a live fragment tells the island to sign in again')
+  t.match(JSON.parse(fragment.body), { error: { code: 'session_required' } })
+  const signIn = await get('/dashboard/sign-in')
+  t.equal(signIn.status, 200)
+  t.equal(signIn.headers['content-security-policy'], CONTENT_SECURITY_POLICY)
+  t.match(CONTENT_SECURITY_POLICY, /script-src 'self';/)
+  t.notMatch(CONTENT_SECURITY_POLICY, /unsafe-inline|unsafe-eval/)
+  t.equal(signIn.headers['x-content-type-options'], 'nosniff')
+  t.equal(signIn.headers['x-frame-options'], 'DENY')
+  t.match(signIn.body, /<form id="sign-in"/)
+  const uplot = await get('/dashboard/assets/uPlot.iife.min.js')
+  t.equal(uplot.status, 200)
+  t.match(uplot.headers['content-type'], /^text\/javascript/)
+  const dist = dirname(createRequire(import.meta.url).resolve('uplot'))
+  t.equal(uplot.body, readFileSync(join(dist, 'uPlot.iife.min.js'), 'utf8'), 'uPlot is served from the installed package')
+  t.equal((await get('/dashboard/assets/uPlot.min.css')).status, 200)
+  const app = await get('/dashboard/assets/app.js')
+  t.equal(app.status, 200)
+  t.notMatch(app.body, /\beval\(|new Function\(/, 'the islands use no eval')
+  const again = await request(gw.adminUrl + '/dashboard/assets/app.js', { headers: { 'if-none-match': String(app.headers.etag) } })
+  await again.body.text()
+  t.equal(again.statusCode, 304, 'assets are revalidated by ETag')
+  t.equal((await get('/dashboard/assets/..%2Fgateway.ts')).status, 404, 'only the named files are served')
+  t.equal((await get('/dashboard/assets/nope.js')).status, 404)
+})

@@ -1,0 +1,124 @@
+/**
+ * The dashboard's pages against a real gateway process with real sessions (made in the store
+ * before the gateway starts, as `tollgate user add` and a sign-in would): an owner sees their own
+ * project only (another one answers 404 like a missing one, in pages and fragments), the operator
+ * view is for operators, the page carries the session's CSRF token, live fragments reflect traffic,
+ * and a revoked or forged cookie gets the sign-in page.
+ */
+import t from 'tap'
+import { randomBytes } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { request } from 'undici'
+import { hashPassword } from '../../core/accounts/password.ts'
+import { DEFAULT_SESSION_SETTINGS, SESSION_COOKIE, startSession } from '../../core/accounts/sessions.ts'
+import { hashCredential } from '../../core/projects.ts'
+import { openSqliteStore } from '../../core/store/sqlite.ts'
+import { startGatewayProcess } from '../helpers/gateway-process.ts'
+import { tempDir } from '../helpers/temp.ts'
+import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
+
+const KEY = { acme: `tk_a_${randomBytes(12).toString('hex')}`, beta: `tk_b_${randomBytes(12).toString('hex')}` }
+
+function config(up: TestUpstream): string {
+  return `
+version: 1
+server: { listen: { port: 0 } }
+admin: { listen: { port: 0 }, tokenHash: ${hashCredential('admin-' + randomBytes(8).toString('hex'))} }
+store: { dataDir: '{{DIR}}/data' }
+log: { access: false }
+watch: false
+projects:
+  - id: acme
+    name: 'Acme <Rollups>'
+    scopes: [rpc]
+    credits: { allocation: 100, period: month }
+    keys: [{ label: main, hash: ${hashCredential(KEY.acme)} }]
+  - id: beta
+    scopes: [rpc]
+    credits: { allocation: 50, period: day }
+    keys: [{ label: main, hash: ${hashCredential(KEY.beta)} }]
+upstreams:
+  echo: { url: '${up.url}' }
+routes:
+  - name: rpc
+    path: /rpc/:apiKey/*rest
+    rewrite: /*rest
+    upstream: echo
+    plugins:
+      - { name: key-in-path-auth, config: { scope: rpc } }
+      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 3 } }
+`
+}
+
+t.test('dashboard pages with real sessions: who sees what', async (t) => {
+  t.setTimeout(180_000)
+  const up = await startTestUpstream()
+  t.teardown(() => up.close())
+  const dir = tempDir('tollgate-dash-access-')
+  // Users and sessions go in before the start: the running gateway holds the database exclusively.
+  const store = openSqliteStore({ dataDir: join(dir, 'data') })
+  const passwordHash = await hashPassword('correct horse battery staple')
+  const owner = await store.accounts.createUser({ id: 'u-owner', email: 'owen@example.com', role: 'owner', passwordHash, projects: ['acme'] })
+  const operator = await store.accounts.createUser({ id: 'u-op', email: 'opal@example.com', role: 'operator', passwordHash, projects: [] })
+  const now = Date.now()
+  const ownerSession = await startSession(store.accounts, owner, DEFAULT_SESSION_SETTINGS, now)
+  const operatorSession = await startSession(store.accounts, operator, DEFAULT_SESSION_SETTINGS, now)
+  const revoked = await startSession(store.accounts, owner, DEFAULT_SESSION_SETTINGS, now)
+  await store.accounts.revokeSession(revoked.session.id, now)
+  await store.close()
+  writeFileSync(join(dir, 'gateway.yaml'), config(up).replaceAll('{{DIR}}', dir))
+  const gw = await startGatewayProcess(config(up), { dir, startTimeoutMs: 90_000 })
+  t.teardown(() => gw.stop())
+
+  const get = async (path: string, token?: string) => {
+    const res = await request(gw.adminUrl + path, { headers: token ? { cookie: `${SESSION_COOKIE}=${token}` } : {} })
+    return { status: res.statusCode, headers: res.headers, body: await res.body.text() }
+  }
+
+  const ownerList = await get('/dashboard/projects', ownerSession.token)
+  t.equal(ownerList.status, 200)
+  t.match(ownerList.body, /data-project="acme"/)
+  t.notMatch(ownerList.body, /data-project="beta"/, "an owner's list has only their projects")
+  t.match(ownerList.body, /Acme &lt;Rollups&gt;/, 'names are escaped')
+  t.match(ownerList.body, new RegExp(`<meta name="csrf-token" content="${ownerSession.csrfToken}">`), "the page carries the session's CSRF token")
+  t.match(ownerList.body, /owen@example\.com/)
+  t.notMatch(ownerList.body, /href="\/dashboard\/operator"/, 'no operator link for an owner')
+  t.match(ownerList.headers['content-security-policy'], /script-src 'self'/)
+
+  const other = await get('/dashboard/projects/beta', ownerSession.token)
+  const missing = await get('/dashboard/projects/nope', ownerSession.token)
+  t.equal(other.status, 404, "another user's project is not found")
+  t.equal(other.body.replace(/beta/g, 'X'), missing.body.replace(/nope/g, 'X'), 'exactly like a missing one')
+  t.equal((await get('/dashboard/fragments/projects/beta', ownerSession.token)).status, 404)
+  t.equal((await get('/dashboard/fragments/projects/beta/chart.json', ownerSession.token)).status, 404)
+  t.equal((await get('/dashboard/operator', ownerSession.token)).status, 403, 'the operator view is for operators')
+
+  // Traffic shows up in the live fragment and the chart data.
+  for (let i = 0; i < 4; i++) await (await request(`${gw.url}/rpc/${KEY.acme}/x${i}`)).body.text()
+  await (await request(`${gw.url}/rpc/${KEY.acme}/status/500`)).body.text()
+  const live = await get('/dashboard/fragments/projects/acme', ownerSession.token)
+  t.equal(live.status, 200)
+  t.match(live.body, /data-field="credits-left">88</, '4 answered requests at 3 credits (the upstream 500 is refunded): 88 of 100 left')
+  t.match(live.body, /data-field="requests">5</)
+  t.match(live.body, /<code>rpc<\/code>/, 'the busiest routes list the route')
+  t.match(live.body, /s5xx/, 'the 500 is in the status breakdown')
+  const chart = JSON.parse((await get('/dashboard/fragments/projects/acme/chart.json', ownerSession.token)).body)
+  t.equal(chart.x.length, 24)
+  t.same(chart.series.map((s: { apiType: string }) => s.apiType), ['PRIVNET_RPC'])
+  t.equal(chart.series[0].requests.at(-1), 5, 'the current hour holds the 5 requests')
+
+  const operatorView = await get('/dashboard/operator', operatorSession.token)
+  t.equal(operatorView.status, 200)
+  t.match(operatorView.body, /href="\/dashboard\/projects\/acme"/)
+  t.match(operatorView.body, /href="\/dashboard\/projects\/beta"/, 'an operator sees every project')
+  t.equal((await get('/dashboard/projects/beta', operatorSession.token)).status, 200)
+
+  for (const [what, token] of [['revoked', revoked.token], ['forged', randomBytes(32).toString('base64url')]] as const) {
+    const page = await get('/dashboard/projects', token)
+    t.equal(page.status, 303, `a ${what} session is sent to sign in`)
+    t.equal(page.headers.location, '/dashboard/sign-in')
+    t.notMatch(page.body, /acme/)
+    t.equal((await get('/dashboard/fragments/projects/acme', token)).status, 401)
+  }
+})
