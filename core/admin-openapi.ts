@@ -142,7 +142,13 @@ const paths: Record<string, Record<string, unknown>> = {
       summary: 'Change fields; owners: name and the proveBatch / sponsoredWallet toggles (with password)',
       parameters: [idParam],
       requestBody: body(projectFields),
-      responses: { '200': json(ref('ProjectAnswer')), '400': errorAnswer('invalid_body'), ...projectErrors, '403': errorAnswer('password_required, password_incorrect, operator_only, csrf_*') },
+      responses: {
+        '200': json(ref('ProjectAnswer')),
+        '400': errorAnswer('invalid_body'),
+        ...projectErrors,
+        '403': errorAnswer('password_required, password_incorrect, operator_only, csrf_*'),
+        '429': errorAnswer('sign_in_rate_limited: password checks spend the account sign-in attempts'),
+      },
     },
   },
   '/admin/projects/{id}/keys': {
