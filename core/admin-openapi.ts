@@ -1,4 +1,255 @@
-/** placeholder until written below */
-export function adminOpenApi(): Record<string, unknown> {
-  return {}
+/**
+ * The OpenAPI 3.1 document of the admin API, served at `GET /admin/openapi.json` (no credential:
+ * it describes routes, it holds no data). Response schemas are strict enough that
+ * test/e2e/accounts-openapi.test.ts validates real answers of every documented endpoint with ajv.
+ *
+ * Plugins' admin routes are documented here when the core ships them (usage of credit-meter).
+ */
+
+type Schema = Record<string, unknown>
+
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` })
+const iso: Schema = { type: 'string', format: 'date-time' }
+const nullableIso: Schema = { type: ['string', 'null'], format: 'date-time' }
+const obj = (properties: Record<string, Schema>, required: string[] = Object.keys(properties), extra = false): Schema => ({
+  type: 'object',
+  properties,
+  required,
+  additionalProperties: extra,
+})
+
+const schemas: Record<string, Schema> = {
+  Error: obj({ error: obj({ code: { type: 'string', pattern: '^[a-z0-9_]+$' }, message: { type: 'string' } }) }),
+  User: obj({ id: { type: 'string' }, email: { type: 'string' }, role: { enum: ['operator', 'owner'] }, projects: { type: 'array', items: { type: 'string' } } }),
+  SessionAnswer: obj({
+    user: ref('User'),
+    session: obj({ id: { type: 'string' }, createdAt: iso, expiresAt: iso, idleExpiresAt: iso }),
+    csrfToken: { type: 'string' },
+  }),
+  SessionListItem: obj({
+    id: { type: 'string' },
+    userId: { type: 'string' },
+    email: { type: ['string', 'null'] },
+    createdAt: iso,
+    lastSeenAt: iso,
+    expiresAt: iso,
+    idleExpiresAt: iso,
+    current: { type: 'boolean' },
+  }),
+  Features: obj({ proveBatch: { type: 'boolean' }, sponsoredWallet: { type: 'boolean' }, relayToConfidentialSpace: { type: 'boolean' }, tee: { type: 'boolean' } }),
+  Project: obj(
+    {
+      id: { type: 'string' },
+      name: { type: 'string' },
+      source: { enum: ['config', 'runtime'] },
+      plan: { type: 'string' },
+      scopes: { type: 'array', items: { type: 'string' } },
+      credits: obj({ allocation: { type: 'integer' }, period: { enum: ['hour', 'day', 'month'] } }),
+      features: ref('Features'),
+      hasSecret: { type: 'boolean' },
+      keys: {
+        type: 'array',
+        items: obj({ label: { type: 'string' }, disabled: { type: 'boolean' }, expiresAt: nullableIso, source: { enum: ['config', 'runtime'] } }),
+      },
+      overridden: { type: 'array', items: { type: 'string' } },
+      updatedAt: iso,
+      updatedBy: { type: 'string' },
+    },
+    ['id', 'name', 'source', 'plan', 'scopes', 'credits', 'features', 'hasSecret', 'keys', 'overridden'],
+  ),
+  ProjectAnswer: obj({ project: ref('Project') }),
+  KeyListItem: obj({ label: { type: 'string' }, prefix: { type: ['string', 'null'] }, disabled: { type: 'boolean' }, expiresAt: nullableIso, active: { type: 'boolean' } }),
+  Change: obj({
+    seq: { type: 'integer' },
+    at: { type: 'integer' },
+    actor: { type: 'string' },
+    action: { enum: ['project.create', 'project.update', 'project.reset', 'key.add', 'key.update', 'key.rotate'] },
+    projectId: { type: 'string' },
+    detail: { type: 'object' },
+  }),
+  Usage: obj({
+    project: { type: 'string' },
+    granularity: { enum: ['hour', 'day'] },
+    from: iso,
+    to: iso,
+    rows: { type: 'array', items: { type: 'object' } },
+    totals: obj({ requests: { type: 'integer' }, credits: { type: 'number' }, errors: { type: 'integer' } }),
+    balance: { type: 'object' },
+  }),
+}
+
+const json = (schema: Schema, description = 'OK') => ({ description, content: { 'application/json': { schema } } })
+const errorAnswer = (description: string) => json(ref('Error'), description)
+const body = (schema: Schema) => ({ required: true, content: { 'application/json': { schema } } })
+const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } }
+const labelParam = { name: 'label', in: 'path', required: true, schema: { type: 'string' } }
+const limitParam = { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 10000 } }
+const authErrors = { '401': errorAnswer('No, a forged or an expired credential'), '403': errorAnswer('csrf_required, csrf_invalid, operator_only') }
+const projectErrors = { ...authErrors, '404': errorAnswer("project_not_found (also for another owner's project)") }
+const grace = obj({ graceSeconds: { type: 'integer', minimum: 0, maximum: 2592000 } })
+const projectFields: Schema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    plan: { type: 'string' },
+    scopes: { type: 'array', items: { type: 'string' } },
+    features: { type: 'object', additionalProperties: { type: 'boolean' } },
+    credits: { type: 'object' },
+    secretHash: { type: ['string', 'null'] },
+    password: { type: 'string', description: 'The account password: required from a session user changing features.proveBatch or features.sponsoredWallet.' },
+  },
+}
+
+const paths: Record<string, Record<string, unknown>> = {
+  '/admin/openapi.json': { get: { summary: 'This document', security: [], responses: { '200': json({ type: 'object' }) } } },
+  '/admin/session': {
+    post: {
+      summary: 'Sign in: sets the tollgate_session cookie (HttpOnly, SameSite=Strict)',
+      security: [],
+      requestBody: body(obj({ email: { type: 'string' }, password: { type: 'string' } })),
+      responses: { '200': json(ref('SessionAnswer')), '400': errorAnswer('invalid_body'), '401': errorAnswer('invalid_credentials'), '429': errorAnswer('sign_in_rate_limited (Retry-After)') },
+    },
+    get: { summary: 'Who am I, and the CSRF token', responses: { '200': json(ref('SessionAnswer')), ...authErrors } },
+    delete: { summary: 'Sign out', responses: { '200': json(obj({ signedOut: { const: true } })), ...authErrors } },
+  },
+  '/admin/sessions': {
+    get: { summary: 'Sessions: all (operators) or your own (owners)', responses: { '200': json(obj({ sessions: { type: 'array', items: ref('SessionListItem') } })), ...authErrors } },
+  },
+  '/admin/sessions/{id}': {
+    delete: {
+      summary: 'Revoke a session',
+      parameters: [idParam],
+      responses: { '200': json(obj({ revoked: { type: 'string' } })), ...authErrors, '404': errorAnswer('session_not_found') },
+    },
+  },
+  '/admin/reload': {
+    post: { summary: 'Re-read gateway.yaml (operators)', responses: { '200': json(obj({ ok: { type: 'boolean' }, issues: { type: 'array', items: { type: 'string' } } })), ...authErrors } },
+  },
+  '/admin/config': {
+    get: { summary: 'The config in force (operators)', responses: { '200': json(obj({ hash: { type: 'string' }, routes: { type: 'array', items: { type: 'string' } } })), ...authErrors } },
+  },
+  '/admin/projects': {
+    get: { summary: 'Projects you may see', responses: { '200': json(obj({ projects: { type: 'array', items: ref('Project') } })), ...authErrors } },
+    post: {
+      summary: 'Create a project (operators)',
+      requestBody: body({ ...projectFields, required: ['id'], properties: { id: { type: 'string' }, ...(projectFields.properties as Schema) } }),
+      responses: { '201': json(ref('ProjectAnswer')), '400': errorAnswer('invalid_body'), ...authErrors, '409': errorAnswer('project_exists') },
+    },
+  },
+  '/admin/projects/{id}': {
+    get: { summary: 'A project', parameters: [idParam], responses: { '200': json(ref('ProjectAnswer')), ...projectErrors } },
+    patch: {
+      summary: 'Change fields; owners: name and the proveBatch / sponsoredWallet toggles (with password)',
+      parameters: [idParam],
+      requestBody: body(projectFields),
+      responses: {
+        '200': json(ref('ProjectAnswer')),
+        '400': errorAnswer('invalid_body'),
+        ...projectErrors,
+        '403': errorAnswer('password_required, password_incorrect, operator_only, csrf_*'),
+        '429': errorAnswer('sign_in_rate_limited: password checks spend the account sign-in attempts'),
+      },
+    },
+  },
+  '/admin/projects/{id}/keys': {
+    get: { summary: 'Keys: label and prefix, never a hash', parameters: [idParam], responses: { '200': json(obj({ keys: { type: 'array', items: ref('KeyListItem') } })), ...projectErrors } },
+    post: {
+      summary: 'Add a key by hash, or generate one (shown once)',
+      parameters: [idParam],
+      requestBody: body(obj({ label: { type: 'string' }, hash: { type: 'string' }, expiresAt: iso }, ['label'])),
+      responses: {
+        '201': json(obj({ key: { type: 'string' }, label: { type: 'string' }, prefix: { type: 'string' }, project: ref('Project') }, ['label', 'project'])),
+        '400': errorAnswer('invalid_body'),
+        ...projectErrors,
+        '409': errorAnswer('key_exists'),
+      },
+    },
+  },
+  '/admin/projects/{id}/keys/{label}/disable': {
+    post: { summary: 'Disable a key', parameters: [idParam, labelParam], responses: { '200': json(ref('ProjectAnswer')), ...projectErrors } },
+  },
+  '/admin/projects/{id}/keys/{label}/enable': {
+    post: { summary: 'Re-enable a key', parameters: [idParam, labelParam], responses: { '200': json(ref('ProjectAnswer')), ...projectErrors } },
+  },
+  '/admin/projects/{id}/keys/{label}/expire': {
+    post: {
+      summary: 'Expire a key at a time (null: never)',
+      parameters: [idParam, labelParam],
+      requestBody: body(obj({ expiresAt: nullableIso })),
+      responses: { '200': json(ref('ProjectAnswer')), '400': errorAnswer('invalid_body'), ...projectErrors },
+    },
+  },
+  '/admin/projects/{id}/keys/{label}/rotate': {
+    post: {
+      summary: 'Rotate a key: a new one (shown once); the old one works until the grace ends',
+      parameters: [idParam, labelParam],
+      requestBody: body(grace),
+      responses: {
+        '200': json(obj({ key: { type: 'string' }, label: { type: 'string' }, prefix: { type: 'string' }, previousLabel: { type: 'string' }, graceUntil: iso, project: ref('Project') })),
+        '400': errorAnswer('invalid_body'),
+        ...projectErrors,
+        '409': errorAnswer('key_inactive'),
+      },
+    },
+  },
+  '/admin/projects/{id}/secret': {
+    post: {
+      summary: 'Generate the project secret (shown once)',
+      parameters: [idParam],
+      responses: { '201': json(obj({ secret: { type: 'string' }, project: ref('Project') })), ...projectErrors, '409': errorAnswer('secret_exists') },
+    },
+  },
+  '/admin/projects/{id}/secret/rotate': {
+    post: {
+      summary: 'Rotate the secret: both work until the grace ends',
+      parameters: [idParam],
+      requestBody: body(grace),
+      responses: { '200': json(obj({ secret: { type: 'string' }, graceUntil: iso, project: ref('Project') })), '400': errorAnswer('invalid_body'), ...projectErrors, '409': errorAnswer('no_secret') },
+    },
+  },
+  '/admin/projects/{id}/reset': {
+    post: {
+      summary: 'Drop the run-time overrides (operators)',
+      parameters: [idParam],
+      responses: { '200': json({ oneOf: [ref('ProjectAnswer'), obj({ removed: { type: 'string' } })] }), ...projectErrors },
+    },
+  },
+  '/admin/projects/{id}/audit': {
+    get: { summary: 'Changes to a project, newest first', parameters: [idParam, limitParam], responses: { '200': json(obj({ changes: { type: 'array', items: ref('Change') } })), ...projectErrors } },
+  },
+  '/admin/projects/{id}/usage': {
+    get: {
+      summary: 'Usage and balance of a project (credit-meter plugin)',
+      parameters: [idParam, { name: 'from', in: 'query', schema: iso }, { name: 'to', in: 'query', schema: iso }, { name: 'granularity', in: 'query', schema: { enum: ['hour', 'day'] } }],
+      responses: { '200': json(ref('Usage')), ...projectErrors },
+    },
+  },
+  '/admin/settings/audit': {
+    get: { summary: 'Every settings change (operators)', parameters: [limitParam], responses: { '200': json(obj({ changes: { type: 'array', items: ref('Change') } })), ...authErrors } },
+  },
+}
+
+const DOCUMENT = {
+  openapi: '3.1.0',
+  info: {
+    title: 'tollgate admin API',
+    version: '1',
+    description:
+      'Authenticated by the admin bearer token (an operator) or the tollgate_session cookie of POST /admin/session. ' +
+      'A session request that changes state (POST, PATCH, DELETE) carries the x-csrf-token header. Owners reach only their projects.',
+  },
+  components: {
+    schemas,
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer' },
+      session: { type: 'apiKey', in: 'cookie', name: 'tollgate_session' },
+    },
+  },
+  security: [{ bearer: [] }, { session: [] }],
+  paths,
+}
+
+/** The document (one shared, frozen-by-convention object). */
+export function adminOpenApi(): typeof DOCUMENT {
+  return DOCUMENT
 }

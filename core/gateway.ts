@@ -109,11 +109,7 @@ export class Gateway {
     this.accounts = new Accounts({ store, sessions: () => this.#table.config.admin.sessions, tokenHash: () => this.#table.config.admin.tokenHash })
     this.log = log
     this.metrics = metrics
-    this.dashboardAuth = sessionAuth({
-      accounts: store.accounts,
-      tokenHash: () => this.#table.config.admin.tokenHash,
-      sessions: () => this.#table.config.admin.sessions,
-    })
+    this.dashboardAuth = sessionAuth(this.accounts)
     this.alerts = new LowBalanceMonitor({
       store,
       log: log.child({ component: 'alerts' }),

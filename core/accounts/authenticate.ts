@@ -114,17 +114,9 @@ export class Accounts {
     const email = normaliseEmail(emailInput)
     if (email === undefined) throw new GatewayError(400, 'invalid_body', 'email must be an email address')
     if (typeof password !== 'string' || password.length === 0 || password.length > 1024) throw new GatewayError(400, 'invalid_body', 'password must be a non-empty string')
-    const { perAccount, perIp, windowSeconds } = this.#deps.sessions().signInLimit
-    for (const [key, capacity] of [
-      [`signin:ip:${ip}`, perIp],
-      [`signin:account:${email}`, perAccount],
-    ] as const) {
-      const decision = await this.#deps.store.takeToken(key, capacity, capacity / windowSeconds)
-      if (!decision.allowed) {
-        const retry = Math.max(1, Math.ceil(decision.retryAfterSeconds))
-        throw new GatewayError(429, 'sign_in_rate_limited', `too many sign-in attempts; retry in ${retry} s`, { headers: { 'retry-after': String(retry) } })
-      }
-    }
+    const { perAccount, perIp } = this.#deps.sessions().signInLimit
+    await this.#limit(`signin:ip:${ip}`, perIp)
+    await this.#limit(`signin:account:${email}`, perAccount)
     const user = await this.store.userByEmail(email)
     const ok = await verifyPassword(password, user?.passwordHash)
     if (!ok || !user) throw unauthorised('invalid_credentials', 'wrong email or password')
@@ -194,9 +186,13 @@ export class Accounts {
     return principal.role === 'operator' || (principal.kind === 'session' && principal.user.projects.includes(projectId))
   }
 
-  /** Re-checks the signed-in user's password (feature toggles); the same scrypt cost either way. */
+  /**
+   * Re-checks the signed-in user's password (feature toggles); the same scrypt cost either way.
+   * Each check spends a sign-in attempt of the account, so a stolen session cannot guess it freely.
+   */
   async passwordMatches(principal: AdminPrincipal, password: string): Promise<boolean> {
     if (principal.kind !== 'session') return false
+    await this.#limit(`signin:account:${principal.user.email}`, this.#deps.sessions().signInLimit.perAccount)
     const user = await this.store.userById(principal.user.id)
     return verifyPassword(password, user?.passwordHash)
   }
@@ -209,6 +205,15 @@ export class Accounts {
   /** The Set-Cookie value that removes the session cookie. */
   clearedCookie(req: IncomingMessage): string {
     return this.#cookie(req, '', 0)
+  }
+
+  /** Takes one attempt from a bucket of `capacity` refilled over the configured window; 429 when empty. */
+  async #limit(key: string, capacity: number): Promise<void> {
+    const decision = await this.#deps.store.takeToken(key, capacity, capacity / this.#deps.sessions().signInLimit.windowSeconds)
+    if (!decision.allowed) {
+      const retry = Math.max(1, Math.ceil(decision.retryAfterSeconds))
+      throw new GatewayError(429, 'sign_in_rate_limited', `too many password attempts; retry in ${retry} s`, { headers: { 'retry-after': String(retry) } })
+    }
   }
 
   #cookie(req: IncomingMessage, value: string, maxAge: number): string {

@@ -1,15 +1,16 @@
 /**
- * Admin API of the low-balance alerts (token-protected, on the admin listener):
+ * Admin API of the low-balance alerts (on the admin listener; an owner's session sees its own projects):
  *
- *   GET /admin/alerts?limit=N               alerts of every project, newest first
+ *   GET /admin/alerts?limit=N               alerts of every project the caller may see, newest first
  *   GET /admin/projects/:id/alerts?limit=N  alerts of one project, newest first
  *
  * Each alert carries its threshold, the balance when it fired, its delivery state and every
  * attempt (time, status or error, duration). The webhook secret is never shown.
  */
 import type { IncomingMessage } from 'node:http'
+import type { AdminPrincipal } from '../accounts/authenticate.ts'
 import { GatewayError } from '../errors.ts'
-import type { ProjectDirectory } from '../projects.ts'
+import type { Project, ProjectDirectory } from '../projects.ts'
 import { Router, normalisePath } from '../router.ts'
 import type { AlertRecord, LowBalanceMonitor } from './low-balance.ts'
 
@@ -23,9 +24,9 @@ function limitOf(query: URLSearchParams): number {
   return limit
 }
 
-/** Every project's alerts, newest first (by firing time). */
-export async function allAlerts(monitor: LowBalanceMonitor, projects: ProjectDirectory, limit: number): Promise<AlertRecord[]> {
-  const lists = await Promise.all(projects.all().map((project) => monitor.list(project.id, limit)))
+/** The alerts of these projects, newest first (by firing time). */
+export async function allAlerts(monitor: LowBalanceMonitor, projects: readonly Project[], limit: number): Promise<AlertRecord[]> {
+  const lists = await Promise.all(projects.map((project) => monitor.list(project.id, limit)))
   return lists
     .flat()
     .sort((a, b) => (a.firedAt < b.firedAt ? 1 : a.firedAt > b.firedAt ? -1 : 0))
@@ -33,23 +34,25 @@ export async function allAlerts(monitor: LowBalanceMonitor, projects: ProjectDir
 }
 
 /** The handler of the alert routes; undefined for other paths (the caller tries the next routes). */
-export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectDirectory) {
-  const router = new Router<(params: Record<string, string>, query: URLSearchParams) => Promise<Answer>>([
+export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectDirectory, canAccess: (principal: AdminPrincipal, projectId: string) => boolean) {
+  const visible = (principal: AdminPrincipal): Project[] => projects().all().filter((project) => canAccess(principal, project.id))
+  const router = new Router<(params: Record<string, string>, query: URLSearchParams, principal: AdminPrincipal) => Promise<Answer>>([
     {
       methods: ['GET'],
       path: '/admin/alerts',
-      value: async (_params, query) => ({ body: { alerts: await allAlerts(monitor, projects(), limitOf(query)) } }),
+      value: async (_params, query, principal) => ({ body: { alerts: await allAlerts(monitor, visible(principal), limitOf(query)) } }),
     },
     {
       methods: ['GET'],
       path: '/admin/projects/:id/alerts',
-      value: async (params, query) => {
-        if (!projects().byId(params.id)) throw new GatewayError(404, 'project_not_found', `project ${params.id} does not exist`)
+      value: async (params, query, principal) => {
+        // Another user's project answers exactly as a missing one.
+        if (!projects().byId(params.id) || !canAccess(principal, params.id)) throw new GatewayError(404, 'project_not_found', `project ${params.id} does not exist`)
         return { body: { project: params.id, alerts: await monitor.list(params.id, limitOf(query)) } }
       },
     },
   ])
-  return async (req: IncomingMessage, url: URL): Promise<Answer | undefined> => {
+  return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<Answer | undefined> => {
     let match
     try {
       match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
@@ -57,6 +60,6 @@ export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectD
       if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
       throw error
     }
-    return match.value(match.params, url.searchParams)
+    return match.value(match.params, url.searchParams, principal)
   }
 }

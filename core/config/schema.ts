@@ -289,7 +289,7 @@ export const coreSchema: JsonSchema = {
         tokenHash: {
           type: 'string',
           pattern: '^sha256:[0-9a-f]{64}$',
-          description: 'sha256 digest of the admin bearer token; without it the admin API is closed.',
+          description: 'sha256 digest of the admin bearer token; without it no bearer token is accepted and only signed-in accounts (tollgate user add) reach the admin API.',
         },
         protectMetrics: { type: 'boolean', default: false, description: 'Require the admin token on /metrics too.' },
         sessions: {

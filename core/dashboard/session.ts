@@ -4,21 +4,29 @@
  * every project, an owner the projects the account lists.
  */
 import type { IncomingMessage } from 'node:http'
-import { authenticate, type AuthenticateDeps } from '../accounts/authenticate.ts'
+import type { Accounts } from '../accounts/authenticate.ts'
+import { GatewayError } from '../errors.ts'
 import type { DashboardAuth, DashboardSession } from './index.ts'
 
 /** Reads the session cookie of a dashboard request with the accounts' own check. */
-export function sessionAuth(deps: AuthenticateDeps): DashboardAuth {
+export function sessionAuth(accounts: Pick<Accounts, 'principalOf'>): DashboardAuth {
   return async (req: IncomingMessage): Promise<DashboardSession | undefined> => {
-    // The bearer header is judged alone by authenticate(); pages ignore it and read the cookie.
+    // Pages read the cookie only: a bearer header would be judged instead of it.
     const { authorization: _ignored, ...headers } = req.headers
-    const principal = await authenticate({ headers } as IncomingMessage, deps)
+    let principal
+    try {
+      principal = await accounts.principalOf({ headers } as IncomingMessage)
+    } catch (error) {
+      // A forged, revoked or expired cookie: the page asks to sign in again.
+      if (error instanceof GatewayError && error.status === 401) return undefined
+      throw error
+    }
     if (principal?.kind !== 'session') return undefined
-    const operator = principal.user.role === 'operator'
+    const operator = principal.role === 'operator'
     return {
       user: principal.user.email,
       operator,
-      csrfToken: principal.csrfToken,
+      csrfToken: principal.session.csrfToken,
       projects: operator ? 'all' : new Set(principal.user.projects),
     }
   }

@@ -19,7 +19,7 @@ const KEY = { acme: fresh('acme'), other: fresh('other') }
 const ADMIN_TOKEN = fresh('admin')
 const PASSWORD = { op: 'operator-Pass-' + randomBytes(6).toString('hex'), owner: 'owner-Pass-' + randomBytes(6).toString('hex') }
 
-function config(up: TestUpstream, sessions = '{ signInLimit: { perAccount: 8, perIp: 100, windowSeconds: 600 } }'): string {
+function config(up: TestUpstream, sessions = '{ signInLimit: { perAccount: 10, perIp: 100, windowSeconds: 600 } }'): string {
   return `
 version: 1
 server: { listen: { port: 0 } }
@@ -258,9 +258,9 @@ t.test('accounts, sessions and authorisation on a real gateway', async (t) => {
   })
 
   await t.test('sign-in attempts are limited per account (429 + Retry-After)', async (t) => {
-    // perAccount 8 per 600 s in this config; earlier steps spent some of owner@example.com's.
+    // perAccount 10 per 600 s in this config; earlier steps spent some of owner@example.com's.
     let answer
-    for (let i = 0; i < 9; i++) answer = await send(admin(), 'POST', '/admin/session', { body: { email: 'owner@example.com', password: 'wrong-password-123' } })
+    for (let i = 0; i < 12; i++) answer = await send(admin(), 'POST', '/admin/session', { body: { email: 'owner@example.com', password: 'wrong-password-123' } })
     t.same([answer!.status, answer!.json.error.code], [429, 'sign_in_rate_limited'])
     t.ok(Number(answer!.headers['retry-after']) >= 1)
     const right = await send(admin(), 'POST', '/admin/session', { body: { email: 'owner@example.com', password: PASSWORD.owner } })

@@ -1,6 +1,6 @@
 /**
- * The dashboard's pages against a real gateway process with real sessions (made in the store
- * before the gateway starts, as `tollgate user add` and a sign-in would): an owner sees their own
+ * The dashboard's pages against a real gateway process with real sessions (users made in the store
+ * before the gateway starts, as `tollgate user add` would; sessions by signing in): an owner sees their own
  * project only (another one answers 404 like a missing one, in pages and fragments), the operator
  * view is for operators, the page carries the session's CSRF token, live fragments reflect traffic,
  * and a revoked or forged cookie gets the sign-in page.
@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
 import { hashPassword } from '../../core/accounts/password.ts'
-import { DEFAULT_SESSION_SETTINGS, SESSION_COOKIE, startSession } from '../../core/accounts/sessions.ts'
+import { SESSION_COOKIE } from '../../core/accounts/authenticate.ts'
 import { hashCredential } from '../../core/projects.ts'
 import { openSqliteStore } from '../../core/store/sqlite.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
@@ -59,17 +59,27 @@ t.test('dashboard pages with real sessions: who sees what', async (t) => {
   // Users and sessions go in before the start: the running gateway holds the database exclusively.
   const store = openSqliteStore({ dataDir: join(dir, 'data') })
   const passwordHash = await hashPassword('correct horse battery staple')
-  const owner = await store.accounts.createUser({ id: 'u-owner', email: 'owen@example.com', role: 'owner', passwordHash, projects: ['acme'] })
-  const operator = await store.accounts.createUser({ id: 'u-op', email: 'opal@example.com', role: 'operator', passwordHash, projects: [] })
-  const now = Date.now()
-  const ownerSession = await startSession(store.accounts, owner, DEFAULT_SESSION_SETTINGS, now)
-  const operatorSession = await startSession(store.accounts, operator, DEFAULT_SESSION_SETTINGS, now)
-  const revoked = await startSession(store.accounts, owner, DEFAULT_SESSION_SETTINGS, now)
-  await store.accounts.revokeSession(revoked.session.id, now)
+  await store.accounts.createUser({ id: 'u-owner', email: 'owen@example.com', role: 'owner', passwordHash, projects: ['acme'] })
+  await store.accounts.createUser({ id: 'u-op', email: 'opal@example.com', role: 'operator', passwordHash, projects: [] })
   await store.close()
   writeFileSync(join(dir, 'gateway.yaml'), config(up).replaceAll('{{DIR}}', dir))
   const gw = await startGatewayProcess(config(up), { dir, startTimeoutMs: 90_000 })
   t.teardown(() => gw.stop())
+  /** Signs in through the admin API: the session token (from Set-Cookie) and its CSRF token. */
+  const signIn = async (email: string) => {
+    const res = await request(gw.adminUrl + '/admin/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'correct horse battery staple' }) })
+    const body = (await res.body.json()) as { session: { csrfToken?: string }; csrfToken?: string }
+    const cookie = String(res.headers['set-cookie'] ?? '')
+    const token = new RegExp(`${SESSION_COOKIE}=([^;]+)`).exec(cookie)?.[1]
+    if (res.statusCode !== 200 || !token) throw new Error(`sign-in of ${email} answered ${res.statusCode}`)
+    return { token, csrfToken: body.csrfToken ?? body.session.csrfToken ?? '' }
+  }
+  const ownerSession = await signIn('owen@example.com')
+  const operatorSession = await signIn('opal@example.com')
+  const revoked = await signIn('owen@example.com')
+  const signOut = await request(gw.adminUrl + '/admin/session', { method: 'DELETE', headers: { cookie: `${SESSION_COOKIE}=${revoked.token}`, 'x-csrf-token': revoked.csrfToken } })
+  await signOut.body.dump()
+  t.equal(signOut.statusCode, 200, 'signed out: that session is revoked')
 
   const get = async (path: string, token?: string) => {
     const res = await request(gw.adminUrl + path, { headers: token ? { cookie: `${SESSION_COOKIE}=${token}` } : {} })

@@ -124,9 +124,11 @@ async function startLedger() {
     const body = await res.json().catch(() => undefined)
     if (!Array.isArray(body?.entries)) return
     const rows = body.entries.slice(-12).reverse().map((entry) => {
-      const detail = entry.kind === 'grant' ? `${entry.reason} by ${entry.actor}` : entry.kind === 'charge' ? `${entry.apiType} · ${String(entry.hour).replace('T', ' ')}` : ''
+      const detail = entry.kind === 'grant' ? `${entry.reason} by ${entry.actor}` : entry.kind === 'charge' ? `${entry.apiType} · ${String(entry.hour).replace('T', ' ').slice(0, 16)} UTC` : ''
       const tr = document.createElement('tr')
-      for (const [text, cls] of [[entry.kind, ''], [detail, 'muted'], [Number(entry.amount).toLocaleString('en-US'), 'r']]) {
+      // Charges and holds come signed (negative): the column sums to the balance.
+      const amount = Number(entry.amount).toLocaleString('en-US').replace('-', '−')
+      for (const [text, cls] of [[entry.kind.replace('_', ' '), ''], [detail, 'muted'], [amount, 'r']]) {
         const td = document.createElement('td')
         td.textContent = text
         if (cls) td.className = cls
@@ -138,7 +140,7 @@ async function startLedger() {
     card.hidden = false
   }
   await render()
-  setInterval(render, REFRESH_MS * 2)
+  setInterval(render, REFRESH_MS)
 }
 
 // ---- actions ------------------------------------------------------------------------------
@@ -211,8 +213,8 @@ const actions = {
     const result = await api('POST', API.key(projectId(), label, 'rotate'), { graceSeconds: ROTATION_GRACE_SECONDS })
     if (!result.ok) return actionFailed(result)
     actionDone()
-    const until = result.body.previous?.expiresAt
-    showKey(result.body.key, `New label ${result.body.label}. ${until ? `The old key ${label} keeps working until ${until}.` : ''}`)
+    const { key, previousLabel, graceUntil } = result.body
+    showKey(key, `The new key keeps the label ${label}. The old one, now ${previousLabel}, keeps working until ${graceUntil}.`)
     await refreshNow()
   },
   async 'disable-key'(button) {
