@@ -12,7 +12,7 @@
 import type { Logger } from 'pino'
 import type { ProjectConfig } from '../config/types.ts'
 import type { ProjectDirectory } from '../projects.ts'
-import { currentPeriod } from '../store/periods.ts'
+import { currentSchedulePeriod } from '../store/periods.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
 import { SIGNATURE_HEADER, signWebhook, TIMESTAMP_HEADER } from './signature.ts'
 
@@ -128,7 +128,7 @@ export class LowBalanceMonitor {
     const project = this.#deps.projects().byId(projectId)
     if (!project || project.credits.allocation <= 0) return
     const now = this.#clock()
-    const period = currentPeriod(project.credits.period, now)
+    const period = currentSchedulePeriod(project.credits, now)
     const due = alerts.thresholds.filter((threshold) => !this.#known.has(`${projectId}|${period}|${thresholdId(threshold)}`))
     if (due.length === 0) return
     const balance = await this.#deps.store.balance(projectId, period, project.credits.allocation)

@@ -5,7 +5,7 @@
  * usage queries and one document list.
  */
 import type { Project } from '../projects.ts'
-import { currentPeriod } from '../store/periods.ts'
+import { currentSchedulePeriod } from '../store/periods.ts'
 import type { Store, UsageDetailRow, UsageRow } from '../store/types.ts'
 import type { AlertRecord, LowBalanceMonitor } from '../alerts/low-balance.ts'
 
@@ -91,7 +91,7 @@ export interface SummaryDeps {
 export async function projectSummary(deps: SummaryDeps, project: Project): Promise<ProjectSummary> {
   const now = (deps.clock ?? Date.now)()
   const from = now - (WINDOW_HOURS - 1) * HOUR_MS
-  const period = currentPeriod(project.credits.period, now)
+  const period = currentSchedulePeriod(project.credits, now)
   const [balance, rows, detail, alerts] = await Promise.all([
     deps.store.balance(project.id, period, project.credits.allocation),
     deps.store.queryUsage(project.id, from, now, 'hour'),

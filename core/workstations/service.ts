@@ -12,7 +12,7 @@
  */
 import type { Logger } from 'pino'
 import type { Project } from '../projects.ts'
-import { periodKey } from '../store/periods.ts'
+import { currentSchedulePeriod } from '../store/periods.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
 import type { WorkstationDriver } from './driver.ts'
 import { decide, moved, TRANSITIONAL, type WorkstationAction, type WorkstationRecord, type WorkstationState } from './states.ts'
@@ -199,7 +199,7 @@ export class WorkstationService {
       const reserved = await this.options.store.reserveCredits({
         id: reservationId,
         projectId: record.projectId,
-        period: periodKey(project.credits.period, minuteStart),
+        period: currentSchedulePeriod(project.credits, minuteStart),
         allocation: project.credits.allocation,
         amount: perMinute,
         apiType: 'workstation',
