@@ -307,3 +307,24 @@ routes:
   t.same(documentedContent.filter((entry) => !seenContent.has(entry)), [], 'every documented content type was answered and checked')
   t.same([...documented].sort(), [...SERVED].sort(), 'the document lists exactly the routes the gateway serves')
 })
+
+t.test('every admin path named in the code is a documented path', async (t) => {
+  // A guard beside SERVED: a route table entry (`path: '/admin/…'`, `adminRoute('GET', '/admin/…')`) added
+  // anywhere in core/ or plugins/ names its path as a string literal; it must be in the document.
+  const { adminOpenApi } = await import('../../core/admin-openapi.ts')
+  const documented = new Set(Object.keys(adminOpenApi().paths))
+  const root = join(import.meta.dirname, '..', '..')
+  const files = (dir: string): string[] =>
+    readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? files(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+    )
+  const named = new Map<string, string>()
+  for (const file of [...files('core'), ...files('plugins')]) {
+    if (file.endsWith('admin-openapi.ts')) continue
+    for (const [, literal] of readFileSync(join(root, file), 'utf8').matchAll(/'(\/admin\/[A-Za-z0-9_.:\/-]*[A-Za-z0-9_.-])'/g)) {
+      named.set(literal.replace(/:([A-Za-z]+)/g, '{$1}'), file)
+    }
+  }
+  t.ok(named.size >= 20, `the scan finds the route tables (${named.size} paths)`)
+  t.same([...named].filter(([path]) => !documented.has(path)).map(([path, file]) => `${path} (${file})`), [], 'no admin path in the code is missing from the document')
+})
