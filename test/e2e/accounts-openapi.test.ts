@@ -219,6 +219,8 @@ routes:
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=ndjson')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=ndjson&by=route')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=xml')
+  await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?from=2026-11-02&to=2026-11-01')
+  await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?by=status')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/nope/usage')
 
   // Credits: balance, a top-up (granted, then the same idempotency key again), the ledger.
@@ -228,10 +230,13 @@ routes:
   t.equal(topUp.status, 201)
   t.equal((await admin('POST', '/admin/projects/{id}/credits/top-up', '/admin/projects/acme/credits/top-up', { amount: 5, reason: 'openapi test', idempotencyKey: 'openapi-1' })).status, 200)
   await admin('POST', '/admin/projects/{id}/credits/top-up', '/admin/projects/acme/credits/top-up', { amount: -1 })
+  t.equal((await admin('POST', '/admin/projects/{id}/credits/top-up', '/admin/projects/acme/credits/top-up', 'not json')).status, 400)
+  t.equal((await admin('POST', '/admin/projects/{id}/credits/top-up', '/admin/projects/acme/credits/top-up', { amount: 1, tip: 2 })).json.error.message.includes('tip'), true)
   check('POST', '/admin/projects/{id}/credits/top-up', await owner.call('POST', '/admin/projects/acme/credits/top-up', { amount: 1 }))
   const ledger = await admin('GET', '/admin/projects/{id}/credits/ledger', '/admin/projects/acme/credits/ledger')
   t.same(ledger.json.entries.map((e: any) => e.kind).sort(), ['allocation', 'charge', 'grant'], 'the ledger lists the allocation, the charge and the grant')
   await admin('GET', '/admin/projects/{id}/credits/ledger', '/admin/projects/acme/credits/ledger?period=last-week')
+  t.same((await admin('GET', '/admin/projects/{id}/credits/ledger', '/admin/projects/acme/credits/ledger?period=2020-01')).json.entries, [{ kind: 'allocation', amount: 10 }])
 
   // Alerts: the request above left 9 credits, the threshold; wait for the alert to be delivered.
   let alerts: Answer | undefined
