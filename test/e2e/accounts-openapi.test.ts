@@ -185,6 +185,13 @@ routes:
   check('GET', '/admin/config', await admin('GET', '/admin/config', '/admin/config'))
   check('GET', '/admin/config', await owner.call('GET', '/admin/config'))
   await admin('POST', '/admin/reload', '/admin/reload')
+  // A config the schema refuses: 422 with the issues, and the config in force stays.
+  writeFileSync(configFile, text.replaceAll('{{DIR}}', dir).replace('watch: false', 'watch: false\nbogusSection: 1'))
+  const refused = await admin('POST', '/admin/reload', '/admin/reload')
+  t.equal(refused.status, 422)
+  t.ok(refused.json.issues.some((issue: string) => issue.includes('bogusSection')), 'the refusal names the field')
+  writeFileSync(configFile, text.replaceAll('{{DIR}}', dir))
+  t.equal((await admin('POST', '/admin/reload', '/admin/reload')).status, 200)
   await admin('GET', '/admin/projects', '/admin/projects')
   check('GET', '/admin/projects', await owner.call('GET', '/admin/projects'))
   await admin('POST', '/admin/projects', '/admin/projects', { id: 'made', plan: 'growth' })
