@@ -269,7 +269,9 @@ export class Gateway {
         return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
       },
       coreRoutes: [alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId))],
-      dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req) }),
+      dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
+        workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),
+      }),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
