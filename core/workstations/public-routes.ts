@@ -20,6 +20,7 @@ import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { IdentitySessions, sameIdentity, SESSION_COOKIE, type OwnerIdentities } from './access.ts'
+import { SESSION_COOKIE as ADMIN_SESSION_COOKIE } from '../accounts/authenticate.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
@@ -48,13 +49,14 @@ function sendJson(res: ServerResponse, status: number, code: string, message: st
   res.end(JSON.stringify({ error: { code, message } }))
 }
 
-/** Request headers for the workstation: hop-by-hop and the session cookie removed. */
+/** Request headers for the workstation: hop-by-hop and the gateway's session cookies removed. */
 function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || HOP.has(name)) continue
     if (name === 'cookie') {
-      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`))
+      // Cookies ignore ports: on one host the admin listener's session cookie comes along too.
+      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`) && !p.startsWith(`${ADMIN_SESSION_COOKIE}=`))
       if (rest.length) out.cookie = rest.join('; ')
       continue
     }
