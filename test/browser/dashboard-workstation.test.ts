@@ -47,7 +47,6 @@ routes: []
 `
 }
 
-const doc = () => (globalThis as any).document
 
 t.test('dashboard Workstation card: link identity, provision to ready, Open in a new tab, stop', async (t) => {
   t.setTimeout(300_000)
@@ -88,7 +87,7 @@ t.test('dashboard Workstation card: link identity, provision to ready, Open in a
   t.equal(await page.locator('#workstation').count(), 0, 'no Workstation card when the feature is off')
 
   await page.goto(`${gw.adminUrl}/dashboard/projects/studio`)
-  await page.waitForFunction(() => doc().querySelector('#workstation')?.dataset.state === 'absent')
+  await page.waitForFunction(() => (globalThis as any).document.querySelector('#workstation')?.dataset.state === 'absent')
   t.equal(await page.textContent('#workstation [data-slot="state"]'), 'absent')
   t.equal(await page.locator('#workstation [data-verb="start"]').isDisabled(), true, 'Start is not offered without a workstation')
   t.equal(await page.locator('#workstation [data-slot="open"]').isHidden(), true, 'no Open before it is ready')
@@ -105,14 +104,14 @@ t.test('dashboard Workstation card: link identity, provision to ready, Open in a
   await page.waitForSelector('button[autofocus]', { timeout: 30_000 })
   await page.click('button[autofocus]') // consent
   await page.waitForURL(`${gw.adminUrl}/dashboard/projects/studio`, { timeout: 30_000 })
-  await page.waitForFunction(() => /linked identity/.test(doc().querySelector('#workstation [data-slot="identity"]')?.textContent ?? ''))
+  await page.waitForFunction(() => /linked identity/.test((globalThis as any).document.querySelector('#workstation [data-slot="identity"]')?.textContent ?? ''))
   t.equal(await page.locator('#workstation [data-action="link-identity"]').isHidden(), true, 'the link button is gone once linked')
   t.match(await page.textContent('#workstation [data-slot="identity"]'), /wendy-idp/)
 
   // Provision from the card; the card refreshes by itself to ready.
   const provisionAt = performance.now()
   await page.click('#workstation [data-verb="provision"]')
-  await page.waitForFunction(() => doc().querySelector('#workstation')?.dataset.state === 'ready', undefined, { timeout: 90_000 })
+  await page.waitForFunction(() => (globalThis as any).document.querySelector('#workstation')?.dataset.state === 'ready', undefined, { timeout: 90_000 })
   t.comment(`card: provision → ready shown in ${(performance.now() - provisionAt).toFixed(0)} ms`)
   t.equal(await page.locator('#workstation [data-verb="provision"]').isDisabled(), true, 'Provision is not offered when ready')
   const open = page.locator('#workstation [data-slot="open"]')
@@ -129,13 +128,13 @@ t.test('dashboard Workstation card: link identity, provision to ready, Open in a
   await tab.waitForFunction(() => (globalThis as any).workstationSocket?.readyState === 1, undefined, { timeout: 30_000 })
   await tab.locator('.xterm').click()
   await tab.keyboard.type('echo card-$((40+2))\n')
-  await tab.waitForFunction(() => doc().querySelector('.xterm-rows')?.textContent?.includes('card-42'), undefined, { timeout: 20_000 })
+  await tab.waitForFunction(() => (globalThis as any).document.querySelector('.xterm-rows')?.textContent?.includes('card-42'), undefined, { timeout: 20_000 })
   t.pass('Open opened the terminal in a new tab and the shell answered')
   await tab.screenshot({ path: `${ARTIFACTS}dashboard-workstation-terminal.png` })
   await tab.close()
 
   await page.click('#workstation [data-verb="stop"]')
-  await page.waitForFunction(() => doc().querySelector('#workstation')?.dataset.state === 'stopped', undefined, { timeout: 60_000 })
+  await page.waitForFunction(() => (globalThis as any).document.querySelector('#workstation')?.dataset.state === 'stopped', undefined, { timeout: 60_000 })
   t.equal(await open.isHidden(), true, 'no Open once stopped')
   t.equal(await page.locator('#workstation [data-verb="start"]').isDisabled(), false, 'Start is offered when stopped')
   await page.screenshot({ path: `${ARTIFACTS}dashboard-workstation-stopped.png`, fullPage: true })
