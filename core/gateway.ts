@@ -32,7 +32,7 @@ import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
 import { creditsAdmin } from './credits-admin.ts'
-import { startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
+import { identityAdminRoute, startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
 import { Accounts } from './accounts/authenticate.ts'
 import { LowBalanceMonitor } from './alerts/low-balance.ts'
 import { alertsAdmin } from './alerts/admin.ts'
@@ -172,6 +172,7 @@ export class Gateway {
         configDir: config.dir,
         store,
         project: (id) => gateway.#table.projects.byId(id),
+        user: (userId) => store.accounts.userById(userId),
         log,
       })
     }
@@ -263,10 +264,14 @@ export class Gateway {
       publicPages: async (req, url) => (this.#workstations ? workstationPanelRoute(req, url, this.#workstations.publicUrl) : undefined),
       extraRoutes: async (req, url, principal) => {
         if (!this.#workstations) return undefined
+        const identity = await identityAdminRoute({ links: this.#workstations.links, routes: this.#workstations.routes, publicBase: () => this.address }, req, url, principal)
+        if (identity) return identity
         return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
       },
       coreRoutes: [alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId))],
-      dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req) }),
+      dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
+        workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),
+      }),
     })
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)

@@ -51,6 +51,11 @@ export interface DashboardDeps {
   alerts: LowBalanceMonitor
   projects(): ProjectDirectory
   auth: DashboardAuth
+  /**
+   * Where browsers open workstations (the public listener's base URL), when the gateway runs
+   * workstations; the project page then shows the Workstation card for projects with the feature on.
+   */
+  workstationBase?(): string | undefined
 }
 
 /** The page's policy: nothing but this origin, no inline script or style, no framing. */
@@ -128,7 +133,7 @@ export function dashboard(deps: DashboardDeps) {
       const found = project(second)
       // Another user's project is answered as a missing one: nothing tells it exists.
       if (!found) sendHtml(res, 404, messagePage(session, 'Project not found', `There is no project ${second} you can see.`))
-      else sendHtml(res, 200, projectPage(session, await summary(found)))
+      else sendHtml(res, 200, projectPage(session, await summary(found), found.features.workstation ? deps.workstationBase?.() : undefined))
       return true
     }
     if (path === '/dashboard/operator') {

@@ -19,11 +19,12 @@ export interface DashboardViewer {
 /** Polling interval of the live regions and the chart, ms. */
 export const REFRESH_MS = 3000
 
-const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSpace' | 'tee'; label: string; help: string; operatorOnly: boolean }[] = [
+const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSpace' | 'tee' | 'workstation'; label: string; help: string; operatorOnly: boolean }[] = [
   { key: 'proveBatch', label: 'ZK Prove Batch', help: 'Batched proofs on /prove-batch', operatorOnly: false },
   { key: 'sponsoredWallet', label: 'Sponsored Wallet', help: 'Honour the sponsored request header', operatorOnly: false },
   { key: 'relayToConfidentialSpace', label: 'Relay to Confidential Space', help: 'Relay proof jobs to the confidential space', operatorOnly: true },
   { key: 'tee', label: 'TEE proving', help: 'tee_enabled requests go to the TEE pool', operatorOnly: true },
+  { key: 'workstation', label: 'Cloud workstation', help: 'A personal workstation for this project (reload to see its card)', operatorOnly: true },
 ]
 
 function layout(title: string, viewer: DashboardViewer | undefined, body: SafeHtml, options: { active?: string; chart?: boolean } = {}): string {
@@ -208,7 +209,26 @@ export function projectFragment(summary: ProjectSummary, viewer: DashboardViewer
     <section class="card"><h2>Low-balance alerts</h2>${alertsList(summary.alerts, false)}</section>`
 }
 
-export function projectPage(viewer: DashboardViewer, summary: ProjectSummary): string {
+/**
+ * The Workstation card: filled and refreshed by app.js from the admin API (state, failure reason,
+ * actions the state allows, Open in a new tab, and a link button when the user has no linked IdP
+ * account). Rendered only when the gateway runs workstations and the project has the feature on.
+ */
+function workstationCard(projectId: string, openBase: string): SafeHtml {
+  const verb = (action: string, label: string, cls = '') => html`<button type="button" class="${cls}" data-action="workstation" data-verb="${action}" disabled>${label}</button>`
+  return html`<section class="card" id="workstation" data-project="${projectId}" data-open-base="${openBase}">
+      <div class="card-head"><h2>Workstation</h2><span class="chip" data-slot="state">loading…</span></div>
+      <p class="error" data-slot="reason" role="alert" hidden></p>
+      <div class="buttons workstation-actions">
+        ${verb('provision', 'Provision', 'primary')}${verb('start', 'Start')}${verb('stop', 'Stop')}${verb('delete', 'Delete', 'danger')}
+        <a class="button primary" data-slot="open" target="_blank" rel="noopener" hidden>Open</a>
+      </div>
+      <p class="muted small" data-slot="identity"></p>
+      <button type="button" data-action="link-identity" hidden>Link your identity</button>
+    </section>`
+}
+
+export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, workstationBase?: string): string {
   const { project } = summary
   const id = encodeURIComponent(project.id)
   return layout(
@@ -225,6 +245,7 @@ export function projectPage(viewer: DashboardViewer, summary: ProjectSummary): s
         <a class="small" href="/admin/projects/${id}/usage?granularity=hour&amp;by=route&amp;format=csv" download>CSV</a></div>
       <div id="usage-chart" data-src="/dashboard/fragments/projects/${id}/chart.json"></div>
     </section>
+    ${workstationBase !== undefined ? workstationCard(project.id, workstationBase) : ''}
     <div data-live="/dashboard/fragments/projects/${id}">${projectFragment(summary, viewer)}</div>
     <section class="card" id="credit-ledger" data-src="/admin/projects/${id}/credits/ledger" hidden>
       <h2>Credit ledger · this period</h2>

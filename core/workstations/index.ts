@@ -10,6 +10,7 @@ import type { WorkstationsConfig } from '../config/types.ts'
 import type { Project } from '../projects.ts'
 import type { Store } from '../store/types.ts'
 import { IdentitySessions, projectSettingOwners, type OwnerIdentities } from './access.ts'
+import { IdentityLinks } from './identity-links.ts'
 import { OidcClient } from './oidc.ts'
 import { DockerDriver } from './docker-driver.ts'
 import { ProcessDriver } from './process-driver.ts'
@@ -18,10 +19,14 @@ import { WorkstationService } from './service.ts'
 
 export { WorkstationPublicRoutes } from './public-routes.ts'
 export { workstationAdminRoute, workstationPanelRoute } from './admin-routes.ts'
+export { identityAdminRoute } from './identity-routes.ts'
+export { IdentityLinks } from './identity-links.ts'
 
 export interface Workstations {
   service: WorkstationService
   routes: WorkstationPublicRoutes
+  /** IdP accounts linked to tollgate users (GET/POST/DELETE /admin/account/identity). */
+  links: IdentityLinks
   publicUrl?: string
   close(): Promise<void>
 }
@@ -35,6 +40,8 @@ export interface WorkstationsDeps {
   log: Logger
   /** Who owns each workstation; default: the project's `settings.workstationOwner`. */
   owners?: OwnerIdentities
+  /** A tollgate user's role and projects (the accounts store), for linked identities. */
+  user(userId: string): Promise<{ role: string; projects: readonly string[] } | undefined>
 }
 
 export async function startWorkstations(deps: WorkstationsDeps): Promise<Workstations> {
@@ -59,17 +66,24 @@ export async function startWorkstations(deps: WorkstationsDeps): Promise<Worksta
     },
   })
   await service.start()
+  const links = new IdentityLinks(deps.store)
   const routes = new WorkstationPublicRoutes({
     service,
     oidc: config.oidc ? new OidcClient({ ...config.oidc, store: deps.store }) : undefined,
     sessions: new IdentitySessions(deps.store),
     owners: deps.owners ?? projectSettingOwners(deps.project),
+    links,
+    async userMayOpen(userId, projectId) {
+      const user = await deps.user(userId)
+      return user !== undefined && (user.role === 'operator' || user.projects.includes(projectId))
+    },
     log,
     publicUrl: config.publicUrl,
   })
   return {
     service,
     routes,
+    links,
     publicUrl: config.publicUrl,
     async close() {
       await service.close()

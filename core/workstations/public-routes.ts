@@ -5,15 +5,23 @@
  *   GET /workstations/_auth/callback           completes it, sets the session cookie, goes back
  *   *   /workstations/:id/...                  the project's workstation, HTTP and WebSocket
  *
- * Only a session whose identity is the workstation owner's linked IdP account passes; the session
- * cookie is removed before the request reaches the workstation. Traffic counts as activity for the
- * idle auto-stop.
+ *   GET /workstations/_auth/linked             where a link sign-in ends when no dashboard page was named
+ *
+ * Who passes: an identity session whose IdP account a tollgate user linked to their account (an
+ * OIDC sign-in started from their admin session, `POST /admin/account/identity/link`) passes only
+ * if that user may reach the project (its owner, or an operator). An identity no user linked falls
+ * back to the operator-named `settings.workstationOwner` of the project, if any. So a link always
+ * decides for the identity it covers: linked to a user without access means refused, even when the
+ * same account is named as `workstationOwner`. The session cookie is removed before the request
+ * reaches the workstation. Traffic counts as activity for the idle auto-stop.
  */
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { IdentitySessions, sameIdentity, SESSION_COOKIE, type OwnerIdentities } from './access.ts'
+import { SESSION_COOKIE as ADMIN_SESSION_COOKIE } from '../accounts/authenticate.ts'
+import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
 
@@ -22,6 +30,10 @@ export interface PublicRoutesOptions {
   oidc?: OidcClient
   sessions: IdentitySessions
   owners: OwnerIdentities
+  /** IdP accounts linked to tollgate users. */
+  links: IdentityLinks
+  /** Whether a tollgate user may open the project's workstation (owner of the project, or operator). */
+  userMayOpen(userId: string, projectId: string): Promise<boolean>
   log: Logger
   /** Base URL browsers reach the public listener at (for the OIDC redirect); default: from Host. */
   publicUrl?: string
@@ -37,13 +49,14 @@ function sendJson(res: ServerResponse, status: number, code: string, message: st
   res.end(JSON.stringify({ error: { code, message } }))
 }
 
-/** Request headers for the workstation: hop-by-hop and the session cookie removed. */
+/** Request headers for the workstation: hop-by-hop and the gateway's session cookies removed. */
 function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || HOP.has(name)) continue
     if (name === 'cookie') {
-      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`))
+      // Cookies ignore ports: on one host the admin listener's session cookie comes along too.
+      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`) && !p.startsWith(`${ADMIN_SESSION_COOKIE}=`))
       if (rest.length) out.cookie = rest.join('; ')
       continue
     }
@@ -66,6 +79,7 @@ export class WorkstationPublicRoutes {
       const url = new URL(req.url ?? '/', 'http://gateway')
       if (url.pathname === '/workstations/_auth/login') return await this.login(req, res, url)
       if (url.pathname === '/workstations/_auth/callback') return await this.callback(req, res, url)
+      if (url.pathname === '/workstations/_auth/linked') return linkedPage(res)
       const routed = await this.route(req, url)
       if ('status' in routed) {
         if (routed.location) return void res.writeHead(302, { location: routed.location, 'cache-control': 'no-store' }).end()
@@ -137,9 +151,16 @@ export class WorkstationPublicRoutes {
         ? { status: 302, code: 'sign_in', message: '', location: login }
         : { status: 401, code: 'workstation_sign_in_required', message: `sign in with the identity provider first: ${login}` }
     }
-    const owner = await this.options.owners.ownerOf(projectId)
-    if (!owner) return { status: 403, code: 'workstation_owner_not_linked', message: `no identity-provider account is linked to the owner of project ${projectId}'s workstation` }
-    if (!sameIdentity(identity, owner)) return { status: 403, code: 'workstation_identity_mismatch', message: 'this workstation belongs to another identity-provider account' }
+    const linkedUser = await this.options.links.userOf(identity)
+    if (linkedUser !== undefined) {
+      if (!(await this.options.userMayOpen(linkedUser, projectId))) {
+        return { status: 403, code: 'workstation_identity_not_permitted', message: `the tollgate user linked to this identity-provider account may not open project ${projectId}'s workstation` }
+      }
+    } else {
+      const owner = await this.options.owners.ownerOf(projectId)
+      if (!owner) return { status: 403, code: 'workstation_identity_not_linked', message: 'this identity-provider account is linked to no tollgate user: link it from the dashboard (POST /admin/account/identity/link)' }
+      if (!sameIdentity(identity, owner)) return { status: 403, code: 'workstation_identity_mismatch', message: 'this workstation belongs to another identity-provider account' }
+    }
     const target = await this.options.service.target(projectId)
     if (!target) {
       const state = (view.body as { state: string }).state
@@ -166,8 +187,21 @@ export class WorkstationPublicRoutes {
   }
 
   private redirectUri(req: IncomingMessage): string {
-    const base = this.options.publicUrl ?? `http://${req.headers.host ?? '127.0.0.1'}`
+    return this.callbackUrl(this.options.publicUrl ?? `http://${req.headers.host ?? '127.0.0.1'}`)
+  }
+
+  private callbackUrl(base: string): string {
     return `${base.replace(/\/$/, '')}${PREFIX}_auth/callback`
+  }
+
+  /**
+   * Starts linking an IdP account to tollgate user `userId` (the caller of the admin API, already
+   * authenticated with its CSRF token checked): the provider's authorize URL. The callback lands on
+   * the public listener at `publicBase` (or `publicUrl` when configured) and goes on to `returnTo`.
+   */
+  async beginLink(userId: string, publicBase: string, returnTo: string | undefined): Promise<string> {
+    if (!this.options.oidc) throw new SignInError(400, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
+    return this.options.oidc.begin(this.callbackUrl(this.options.publicUrl ?? publicBase), returnTo ?? `${PREFIX}_auth/linked`, userId)
   }
 
   private async login(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
@@ -186,7 +220,16 @@ export class WorkstationPublicRoutes {
   private async callback(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     if (!this.options.oidc) return sendJson(res, 404, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
     try {
-      const { identity, returnTo } = await this.options.oidc.complete(url.searchParams)
+      const { identity, returnTo, linkUserId } = await this.options.oidc.complete(url.searchParams)
+      if (linkUserId !== undefined) {
+        try {
+          await this.options.links.link(linkUserId, identity)
+        } catch (error) {
+          if (error instanceof IdentityTakenError) return sendJson(res, 409, error.code, error.message)
+          throw error
+        }
+        this.options.log.info({ issuer: identity.issuer, userId: linkUserId }, 'identity-provider account linked')
+      }
       const cookie = await this.options.sessions.create(identity)
       this.options.log.info({ issuer: identity.issuer }, 'workstation identity signed in')
       res.writeHead(302, { location: returnTo, 'set-cookie': cookie, 'cache-control': 'no-store' }).end()
@@ -195,4 +238,10 @@ export class WorkstationPublicRoutes {
       throw error
     }
   }
+}
+
+/** The end of a link sign-in that named no dashboard page to go back to (no script, no style). */
+function linkedPage(res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'none'" })
+  res.end('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Identity linked</title></head><body><h1>Identity linked</h1><p>Your identity-provider account is linked to your tollgate account. You can close this tab.</p></body></html>')
 }

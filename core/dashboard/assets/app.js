@@ -10,6 +10,9 @@ const API = {
   keys: (project) => `/admin/projects/${encodeURIComponent(project)}/keys`,
   key: (project, label, verb) => `/admin/projects/${encodeURIComponent(project)}/keys/${encodeURIComponent(label)}/${verb}`,
   project: (project) => `/admin/projects/${encodeURIComponent(project)}`,
+  workstation: (project, verb) => `/admin/projects/${encodeURIComponent(project)}/workstation${verb ? `/${verb}` : ''}`,
+  identity: '/admin/account/identity',
+  identityLink: '/admin/account/identity/link',
 }
 /** How long a rotated key keeps working beside its successor. */
 const ROTATION_GRACE_SECONDS = 3600
@@ -143,6 +146,70 @@ async function startLedger() {
   setInterval(render, REFRESH_MS)
 }
 
+// ---- workstation card (only when the gateway runs workstations and the project has them on) --
+/** Which buttons each state allows (core/workstations/states.ts `decide`, the moves that change something). */
+const WORKSTATION_ACTIONS = {
+  absent: ['provision'],
+  provisioning: ['stop', 'delete'],
+  starting: ['stop', 'delete'],
+  ready: ['stop', 'delete'],
+  stopping: [],
+  stopped: ['start', 'delete'],
+  deleting: [],
+  failed: ['provision', 'start', 'stop', 'delete'],
+}
+const STATE_CHIP = { ready: 'on', failed: 'off', absent: '', stopped: '' }
+
+async function renderWorkstation() {
+  const card = document.getElementById('workstation')
+  if (!card) return
+  const result = await api('GET', API.workstation(card.dataset.project))
+  if (result.status === 401) return void location.assign('/dashboard/sign-in')
+  const chip = card.querySelector('[data-slot="state"]')
+  const reason = card.querySelector('[data-slot="reason"]')
+  if (!result.ok) {
+    chip.textContent = 'unavailable'
+    chip.className = 'chip off'
+    return showError(reason, result.message)
+  }
+  const view = result.body
+  card.dataset.state = view.state
+  chip.textContent = view.state
+  chip.className = `chip ${STATE_CHIP[view.state] ?? 'warn'}`
+  showError(reason, view.state === 'failed' && view.reason ? `Failed: ${view.reason}` : '')
+  const allowed = WORKSTATION_ACTIONS[view.state] ?? []
+  for (const button of card.querySelectorAll('[data-action="workstation"]')) button.disabled = !allowed.includes(button.dataset.verb)
+  const open = card.querySelector('[data-slot="open"]')
+  const openable = view.state === 'ready' && typeof view.openPath === 'string'
+  if (openable) open.href = card.dataset.openBase.replace(/\/$/, '') + view.openPath
+  open.hidden = !openable
+}
+
+async function renderIdentity() {
+  const card = document.getElementById('workstation')
+  if (!card) return
+  const result = await api('GET', API.identity)
+  const note = card.querySelector('[data-slot="identity"]')
+  const button = card.querySelector('[data-action="link-identity"]')
+  // 403: an admin-token caller has no account to link; nothing to show.
+  if (!result.ok) return
+  if (result.body.linked) {
+    const { identity } = result.body
+    note.textContent = `Opens for your linked identity ${identity.email ?? identity.subject} (${identity.issuer}).`
+    button.hidden = true
+  } else {
+    note.textContent = 'Only your linked identity-provider account can open this workstation.'
+    button.hidden = false
+  }
+}
+
+function startWorkstation() {
+  if (!document.getElementById('workstation')) return
+  renderWorkstation()
+  renderIdentity()
+  setInterval(() => { if (!document.querySelector('dialog[open]')) renderWorkstation() }, REFRESH_MS)
+}
+
 // ---- actions ------------------------------------------------------------------------------
 const projectId = () => document.querySelector('[data-project-id]')?.dataset.projectId
 
@@ -229,6 +296,21 @@ const actions = {
     actionDone()
     await refreshNow()
   },
+  async workstation(button) {
+    const card = document.getElementById('workstation')
+    const verb = button.dataset.verb
+    const result = verb === 'delete'
+      ? await api('DELETE', API.workstation(card.dataset.project))
+      : await api('POST', API.workstation(card.dataset.project, verb))
+    if (!result.ok) return actionFailed(result)
+    actionDone()
+    await renderWorkstation()
+  },
+  async 'link-identity'() {
+    const result = await api('POST', API.identityLink, { returnTo: location.pathname })
+    if (!result.ok) return actionFailed(result)
+    location.assign(result.body.authorizeUrl)
+  },
   'toggle-feature'(button) {
     const { feature, label, next } = button.dataset
     const on = next === 'true'
@@ -275,3 +357,4 @@ startLive()
 startChart()
 startForms()
 startLedger()
+startWorkstation()
