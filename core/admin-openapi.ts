@@ -234,6 +234,32 @@ const paths: Record<string, Record<string, unknown>> = {
       responses: { '200': json(obj({ revoked: { type: 'string' } })), ...authErrors, '404': errorAnswer('session_not_found') },
     },
   },
+  '/admin/account/identity': {
+    get: {
+      summary: "The signed-in user's linked identity-provider account (sessions only: the admin token has no account)",
+      responses: {
+        '200': json(obj({ linked: { type: 'boolean' }, identity: obj({ issuer: { type: 'string' }, subject: { type: 'string' } }, ['issuer', 'subject'], true) }, ['linked'])),
+        ...authErrors,
+        '403': errorAnswer('account_session_required'),
+      },
+    },
+    delete: {
+      summary: 'Unlink the identity-provider account',
+      responses: { '200': json(obj({ linked: { const: false } })), ...authErrors, '403': errorAnswer('account_session_required, csrf_required, csrf_invalid'), '404': errorAnswer('identity_not_linked') },
+    },
+  },
+  '/admin/account/identity/link': {
+    post: {
+      summary: 'Start linking an identity-provider account: the browser goes to authorizeUrl (OpenID Connect, code + PKCE); the callback stores the link',
+      requestBody: { required: false, content: { 'application/json': { schema: obj({ returnTo: { type: 'string', description: 'A /dashboard/... path the callback returns to, on the request Origin' } }, []) } } },
+      responses: {
+        '200': json(obj({ authorizeUrl: { type: 'string' } })),
+        '400': errorAnswer('invalid_body, invalid_header, oidc_not_configured'),
+        ...authErrors,
+        '403': errorAnswer('account_session_required, csrf_required, csrf_invalid'),
+      },
+    },
+  },
   '/admin/reload': {
     post: {
       summary: 'Re-read gateway.yaml (operators)',

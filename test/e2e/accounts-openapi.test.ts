@@ -35,6 +35,9 @@ const SERVED = [
   'get /metrics',
   'get /admin/openapi.json',
   'post /admin/session',
+  'get /admin/account/identity',
+  'delete /admin/account/identity',
+  'post /admin/account/identity/link',
   'get /admin/session',
   'delete /admin/session',
   'get /admin/sessions',
@@ -303,6 +306,18 @@ routes:
   check('GET', '/admin/settings/audit', await owner.call('GET', '/admin/settings/audit'))
   await admin('POST', '/admin/projects/{id}/reset', '/admin/projects/made/reset')
   await admin('POST', '/admin/projects/{id}/reset', '/admin/projects/acme/reset')
+  // Identity links belong to a signed-in user; this gateway has no identity provider configured.
+  const identity = await owner.call('GET', '/admin/account/identity')
+  check('GET', '/admin/account/identity', identity)
+  t.same(identity.json, { linked: false }, 'no identity linked yet')
+  t.match((await admin('GET', '/admin/account/identity', '/admin/account/identity')).json, { error: { code: 'account_session_required' } }, 'the admin token has no account')
+  const link = await owner.call('POST', '/admin/account/identity/link', {})
+  check('POST', '/admin/account/identity/link', link)
+  t.match(link.json, { error: { code: 'oidc_not_configured' } }, 'linking needs workstations.oidc')
+  check('POST', '/admin/account/identity/link', await owner.call('POST', '/admin/account/identity/link', {}, { csrf: false }))
+  const unlink = await owner.call('DELETE', '/admin/account/identity')
+  check('DELETE', '/admin/account/identity', unlink)
+  t.match(unlink.json, { error: { code: 'identity_not_linked' } })
   const ownerSession = (await owner.call('GET', '/admin/session')).json.session.id
   check('DELETE', '/admin/sessions/{id}', await owner.call('DELETE', `/admin/sessions/${sessions.json.sessions.find((s: any) => s.current).id}`))
   check('DELETE', '/admin/sessions/{id}', await op.call('DELETE', `/admin/sessions/${ownerSession}`))
