@@ -250,7 +250,7 @@ const paths: Record<string, Record<string, unknown>> = {
   },
   '/admin/account/identity/link': {
     post: {
-      summary: 'Start linking an identity-provider account: the browser goes to authorizeUrl (OpenID Connect, code + PKCE); the callback stores the link',
+      summary: 'Start linking an identity-provider account: the browser goes to authorizeUrl (OpenID Connect, code + PKCE); the callback stores the link. Sets the tollgate_link cookie the callback requires: only this browser can finish the link',
       requestBody: { required: false, content: { 'application/json': { schema: obj({ returnTo: { type: 'string', description: 'A /dashboard/... path the callback returns to, on the request Origin' } }, []) } } },
       responses: {
         '200': json(obj({ authorizeUrl: { type: 'string' } })),

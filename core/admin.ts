@@ -34,7 +34,7 @@ export interface AdminDeps {
   /** Pages that hold no data and need no credential (the workstation panel); undefined for other paths. */
   publicPages?(req: IncomingMessage, url: URL): Promise<{ status: number; body: unknown; contentType?: string } | undefined>
   /** More API routes (core/workstations), given the caller; undefined for other paths. */
-  extraRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status: number; body: unknown } | undefined>
+  extraRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status: number; body: unknown; headers?: Record<string, string> } | undefined>
   /** More core admin routes (low-balance alerts...), given the caller; tried in order after the settings routes. */
   coreRoutes?: ((req: IncomingMessage, url: URL, principal: AdminPrincipal) => Promise<{ status?: number; body: unknown } | undefined>)[]
   /** The dashboard (core/dashboard): pages and assets under /dashboard, with their own sign-in; true when it answered. */
@@ -109,7 +109,7 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
     if (answer) return send(res, answer.status ?? 200, answer.body)
   }
   const extraAnswer = await deps.extraRoutes?.(req, url, principal)
-  if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body)
+  if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body, extraAnswer.headers)
   const table = deps.table()
   if (req.method === 'GET' && path === '/admin/config') {
     requireOperator(principal)

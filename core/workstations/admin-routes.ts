@@ -25,6 +25,7 @@ export interface AdminAnswer {
   body: unknown
   /** HTML pages set their own type; JSON otherwise. */
   contentType?: string
+  headers?: Record<string, string>
 }
 
 /** The panel: answered before the admin token check (it is a static page that holds no data). */

@@ -9,11 +9,13 @@
  *                                         sends the browser afterwards (on the caller's origin).
  *   DELETE /admin/account/identity        unlinks; 404 identity_not_linked when there was none
  */
+import { createHash, randomBytes } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import type { TLSSocket } from 'node:tls'
 import type { AdminPrincipal } from '../accounts/authenticate.ts'
 import type { IdentityLinks } from './identity-links.ts'
 import { SignInError } from './oidc.ts'
-import type { WorkstationPublicRoutes } from './public-routes.ts'
+import { LINK_COOKIE, LINK_COOKIE_PATH, type WorkstationPublicRoutes } from './public-routes.ts'
 import type { AdminAnswer } from './admin-routes.ts'
 
 const IDENTITY = '/admin/account/identity'
@@ -76,8 +78,12 @@ export async function identityAdminRoute(deps: IdentityRoutesDeps, req: Incoming
       if (typeof origin !== 'string' || !ORIGIN.test(origin)) return error(400, 'invalid_header', 'returnTo needs the request to carry an Origin header (a browser sends it)')
       returnTo = `${origin}${body.returnTo}`
     }
-    const authorizeUrl = await deps.routes.beginLink(userId, deps.publicBase(), returnTo)
-    return { status: 200, body: { authorizeUrl } }
+    // The browser that asked gets a secret cookie; the callback requires it (see public-routes.ts).
+    const binding = randomBytes(32).toString('base64url')
+    const authorizeUrl = await deps.routes.beginLink(userId, deps.publicBase(), returnTo, createHash('sha256').update(binding).digest('hex'))
+    const secure = (req.socket as TLSSocket).encrypted ? '; Secure' : ''
+    const cookie = `${LINK_COOKIE}=${binding}; Path=${LINK_COOKIE_PATH}; Max-Age=600; HttpOnly; SameSite=Lax${secure}`
+    return { status: 200, body: { authorizeUrl }, headers: { 'set-cookie': cookie } }
   } catch (failure) {
     if (failure instanceof SignInError) return error(failure.status, failure.code, failure.message)
     throw failure

@@ -43,6 +43,8 @@ interface PendingSignIn {
   expiresAt: number
   /** Set when a signed-in tollgate user started the sign-in to link this IdP account to themselves. */
   linkUserId?: string
+  /** sha256 (hex) of the `tollgate_link` cookie given to the browser that started the link. */
+  linkBinding?: string
 }
 
 const base64url = (bytes: Buffer) => bytes.toString('base64url')
@@ -81,12 +83,12 @@ export class OidcClient {
   }
 
   /** Starts a sign-in: remembers state, verifier and nonce; returns the provider's authorize URL. */
-  async begin(redirectUri: string, returnTo: string, linkUserId?: string): Promise<string> {
+  async begin(redirectUri: string, returnTo: string, linkUserId?: string, linkBinding?: string): Promise<string> {
     const discovery = await this.discover()
     const state = base64url(randomBytes(24))
     const verifier = base64url(randomBytes(32))
     const nonce = base64url(randomBytes(16))
-    const pending: PendingSignIn = { verifier, nonce, returnTo, redirectUri, expiresAt: this.clock() + PENDING_TTL_MS, ...(linkUserId ? { linkUserId } : {}) }
+    const pending: PendingSignIn = { verifier, nonce, returnTo, redirectUri, expiresAt: this.clock() + PENDING_TTL_MS, ...(linkUserId ? { linkUserId } : {}), ...(linkBinding ? { linkBinding } : {}) }
     await this.options.store.documents('workstation-oidc-pending').insertIfAbsent(state, 'oidc', pending)
     const url = new URL(discovery.authorization_endpoint)
     url.search = new URLSearchParams({
@@ -103,7 +105,7 @@ export class OidcClient {
   }
 
   /** Completes a sign-in from the callback's query; returns the proven identity and where to go. */
-  async complete(query: URLSearchParams): Promise<{ identity: LinkedIdentity; returnTo: string; linkUserId?: string }> {
+  async complete(query: URLSearchParams): Promise<{ identity: LinkedIdentity; returnTo: string; linkUserId?: string; linkBinding?: string }> {
     const error = query.get('error')
     if (error) throw new SignInError(401, 'oidc_denied', `the identity provider refused the sign-in: ${error}`)
     const state = query.get('state') ?? ''
@@ -134,6 +136,7 @@ export class OidcClient {
       identity: { issuer: discovery.issuer, subject: payload.sub, ...(typeof payload.email === 'string' ? { email: payload.email } : {}) },
       returnTo: pending.returnTo,
       ...(pending.linkUserId ? { linkUserId: pending.linkUserId } : {}),
+      ...(pending.linkBinding ? { linkBinding: pending.linkBinding } : {}),
     }
   }
 }

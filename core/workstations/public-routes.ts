@@ -15,6 +15,7 @@
  * same account is named as `workstationOwner`. The session cookie is removed before the request
  * reaches the workstation. Traffic counts as activity for the idle auto-stop.
  */
+import { createHash, timingSafeEqual } from 'node:crypto'
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
@@ -199,9 +200,9 @@ export class WorkstationPublicRoutes {
    * authenticated with its CSRF token checked): the provider's authorize URL. The callback lands on
    * the public listener at `publicBase` (or `publicUrl` when configured) and goes on to `returnTo`.
    */
-  async beginLink(userId: string, publicBase: string, returnTo: string | undefined): Promise<string> {
+  async beginLink(userId: string, publicBase: string, returnTo: string | undefined, bindingHash: string): Promise<string> {
     if (!this.options.oidc) throw new SignInError(400, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
-    return this.options.oidc.begin(this.callbackUrl(this.options.publicUrl ?? publicBase), returnTo ?? `${PREFIX}_auth/linked`, userId)
+    return this.options.oidc.begin(this.callbackUrl(this.options.publicUrl ?? publicBase), returnTo ?? `${PREFIX}_auth/linked`, userId, bindingHash)
   }
 
   private async login(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
@@ -220,8 +221,13 @@ export class WorkstationPublicRoutes {
   private async callback(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     if (!this.options.oidc) return sendJson(res, 404, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
     try {
-      const { identity, returnTo, linkUserId } = await this.options.oidc.complete(url.searchParams)
+      const { identity, returnTo, linkUserId, linkBinding } = await this.options.oidc.complete(url.searchParams)
       if (linkUserId !== undefined) {
+        // Only the browser that started the link may finish it: else an attacker could start a link
+        // for their own account and have a victim sign in, binding the victim's IdP account to them.
+        if (!linkBinding || !bindingMatches(cookieOf(req, LINK_COOKIE), linkBinding)) {
+          return sendJson(res, 403, 'link_not_started_here', 'finish linking in the browser that started it (POST /admin/account/identity/link sets its tollgate_link cookie); start again')
+        }
         try {
           await this.options.links.link(linkUserId, identity)
         } catch (error) {
@@ -232,12 +238,33 @@ export class WorkstationPublicRoutes {
       }
       const cookie = await this.options.sessions.create(identity)
       this.options.log.info({ issuer: identity.issuer }, 'workstation identity signed in')
-      res.writeHead(302, { location: returnTo, 'set-cookie': cookie, 'cache-control': 'no-store' }).end()
+      const cookies = linkUserId !== undefined ? [cookie, `${LINK_COOKIE}=; Path=${LINK_COOKIE_PATH}; Max-Age=0; HttpOnly; SameSite=Lax`] : cookie
+      res.writeHead(302, { location: returnTo, 'set-cookie': cookies, 'cache-control': 'no-store' }).end()
     } catch (error) {
       if (error instanceof SignInError) return sendJson(res, error.status, error.code, error.message)
       throw error
     }
   }
+}
+
+/** The cookie that binds a link sign-in to the browser that started it (set by the admin API's POST …/link). */
+export const LINK_COOKIE = 'tollgate_link'
+/** Sent only to the sign-in callback: cookies ignore ports, so one set by the admin listener reaches the public one on the same host. */
+export const LINK_COOKIE_PATH = `${PREFIX}_auth/`
+
+function cookieOf(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const at = part.indexOf('=')
+    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim()
+  }
+  return undefined
+}
+
+function bindingMatches(presented: string | undefined, expectedHash: string): boolean {
+  if (!presented) return false
+  const actual = createHash('sha256').update(presented).digest()
+  const expected = Buffer.from(expectedHash, 'hex')
+  return expected.length === actual.length && timingSafeEqual(actual, expected)
 }
 
 /** The end of a link sign-in that named no dashboard page to go back to (no script, no style). */

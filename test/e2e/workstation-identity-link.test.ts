@@ -79,9 +79,16 @@ async function link(t: T, user: Session, account: string): Promise<string> {
   const begun = await user.call('POST', '/admin/account/identity/link')
   t.equal(begun.status, 200, begun.text)
   t.match(begun.json.authorizeUrl, /code_challenge_method=S256/)
-  const { cookie, landedAt } = await signInThroughOidc(begun.json.authorizeUrl, account)
+  const { cookie, landedAt } = await signInThroughOidc(begun.json.authorizeUrl, account, linkCookie(begun))
   t.match(landedAt, /\/workstations\/_auth\/linked$/)
   return cookie
+}
+
+/** The `tollgate_link` cookie the admin API gave the browser that started a link. */
+function linkCookie(begun: { headers: Record<string, string | string[] | undefined> }): string {
+  const line = ([] as string[]).concat(begun.headers['set-cookie'] ?? []).find((value) => value.startsWith('tollgate_link='))
+  if (!line) throw new Error('POST /admin/account/identity/link set no tollgate_link cookie')
+  return line.split(';')[0]!
 }
 
 async function status(gw: GatewayProcess, cookie: string, path = '/workstations/p1/'): Promise<{ status: number; code?: string }> {
@@ -157,8 +164,17 @@ t.test('identity link: linked owner passes, others refused, unlink refuses, sess
   t.equal(await socketStatus(gw, carolWs), 403)
   // Nor may she claim alice's IdP account.
   const stolen = await carol.call('POST', '/admin/account/identity/link')
-  const claim = await signInThroughOidc(stolen.json.authorizeUrl, 'alice-idp').then(() => 'signed in', (error: Error) => error.message)
+  const claim = await signInThroughOidc(stolen.json.authorizeUrl, 'alice-idp', linkCookie(stolen)).then(() => 'signed in', (error: Error) => error.message)
   t.match(claim, /identity_linked_to_another_user/, 'one IdP account links to one user')
+  // Login CSRF: carol starts a link and gets dave's browser (without her link cookie) to finish it
+  // with dave's IdP account: refused, and dave's IdP account stays free.
+  const planted = await carol.call('POST', '/admin/account/identity/link')
+  t.match(planted.headers['set-cookie'], /tollgate_link=[^;]+; Path=\/workstations\/_auth\/; Max-Age=600; HttpOnly; SameSite=Lax/, 'the link cookie: HttpOnly, Lax, for the callback only')
+  const victim = await signInThroughOidc(planted.json.authorizeUrl, 'dave-idp').then(() => 'signed in', (error: Error) => error.message)
+  t.match(victim, /link_not_started_here/, 'a link finished in another browser is refused')
+  const forged = await signInThroughOidc((await carol.call('POST', '/admin/account/identity/link')).json.authorizeUrl, 'dave-idp', 'tollgate_link=' + 'A'.repeat(43)).then(() => 'signed in', (error: Error) => error.message)
+  t.match(forged, /link_not_started_here/, 'and so is one with a wrong link cookie')
+  t.equal((await carol.call('GET', '/admin/account/identity')).json.identity.subject, 'carol-idp', "carol's link is unchanged")
   t.equal((await alice.call('GET', '/admin/account/identity')).json.identity.subject, 'alice-idp')
 
   // Unlink: the same workstation session is refused from then on.

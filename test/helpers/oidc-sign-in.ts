@@ -6,7 +6,7 @@
  */
 import { request } from 'undici'
 
-export async function signInThroughOidc(startUrl: string, accountId: string): Promise<{ cookie: string; landedAt: string }> {
+export async function signInThroughOidc(startUrl: string, accountId: string, callbackCookie?: string): Promise<{ cookie: string; landedAt: string }> {
   const jars = new Map<string, Map<string, string>>()
   const jarOf = (url: URL) => {
     let jar = jars.get(url.origin)
@@ -20,7 +20,10 @@ export async function signInThroughOidc(startUrl: string, accountId: string): Pr
   for (let hop = 0; hop < 20; hop++) {
     const jar = jarOf(url)
     const headers: Record<string, string> = { accept: 'text/html' }
-    if (jar.size) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
+    const cookies = [...jar].map(([k, v]) => `${k}=${v}`)
+    // A browser sends the gateway's cookies by host, whatever the port: the link cookie the admin listener set.
+    if (callbackCookie && url.pathname.startsWith('/workstations/_auth/')) cookies.push(callbackCookie)
+    if (cookies.length) headers.cookie = cookies.join('; ')
     if (body) headers['content-type'] = 'application/x-www-form-urlencoded'
     const answer = await request(url, { method, headers, body })
     for (const line of ([] as string[]).concat(answer.headers['set-cookie'] ?? [])) {
