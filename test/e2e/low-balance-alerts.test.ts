@@ -200,3 +200,50 @@ t.test('low-balance alerts: signed, retried with backoff, once per period, liste
   t.match(JSON.parse((await admin(gw, '/admin/projects/acme/usage?format=xml')).text), { error: { code: 'invalid_query', message: /format/ } })
   t.match(JSON.parse((await admin(gw, '/admin/projects/acme/usage?by=key')).text), { error: { code: 'invalid_query', message: /by/ } })
 })
+
+t.test('a project on a refill schedule is checked in its schedule period', async (t) => {
+  t.setTimeout(240_000)
+  const up = await startTestUpstream()
+  const hook = await startWebhookReceiver([])
+  // Refilled monthly on a day that is not the 1st: its periods are keyed `YYYY-MM-DD/P1M`, not the
+  // calendar month, and the charges are booked there.
+  const refillDay = ((new Date().getUTCDate() + 14) % 27) + 2
+  const text = `
+version: 1
+server: { listen: { port: 0 } }
+admin: { listen: { port: 0 }, tokenHash: ${hashCredential(ADMIN_TOKEN)} }
+store: { dataDir: '{{DIR}}/data' }
+log: { access: false }
+watch: false
+alerts: { checkIntervalMs: 100 }
+projects:
+  - id: refilled
+    scopes: [rpc]
+    credits: { allocation: 2, refill: { interval: month, day: ${refillDay} } }
+    keys: [{ hash: ${hashCredential(KEY)} }]
+    alerts: { url: '${hook.url}', secret: '\${ALERT_SECRET}', thresholds: [{ percent: 50 }] }
+upstreams:
+  echo: { url: '${up.url}' }
+routes:
+  - name: rpc
+    path: /rpc/:apiKey/*rest
+    rewrite: /*rest
+    upstream: echo
+    plugins:
+      - { name: key-in-path-auth, config: { scope: rpc } }
+      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
+`
+  const dir = tempDir('tollgate-alerts-refill-')
+  const gw = await startGatewayProcess(text.replaceAll('{{DIR}}', dir), { dir, env: { ALERT_SECRET: SECRET }, startTimeoutMs: 90_000 })
+  t.teardown(async () => {
+    await gw.stop()
+    await Promise.all([up.close(), hook.close()])
+  })
+  const credits = JSON.parse((await admin(gw, '/admin/projects/refilled/credits')).text)
+  t.match(credits.period, /\/P1M$/, `the schedule period (${credits.period}) is not the calendar month`)
+  t.same(await calls(gw, KEY, 1), [200], '1 of 2 credits spent: the 50% threshold')
+  await until('the 50% alert of the schedule period', () => (hook.received.length >= 1 ? true : undefined))
+  const body = JSON.parse(hook.received[0]!.body)
+  t.match(body, { project: 'refilled', threshold: { percent: 50 }, balance: { allocation: 2, used: 1, remaining: 1 } }, 'fired on the balance of the schedule period')
+  t.equal(body.period, credits.period, 'and names that period')
+})
