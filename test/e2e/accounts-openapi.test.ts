@@ -17,6 +17,7 @@ import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'
 import { tempDir } from '../helpers/temp.ts'
 import { send, signIn, userCli, type Answer } from '../helpers/admin-client.ts'
+import { serversUnder } from '../helpers/terminal-servers.ts'
 
 const ADMIN_TOKEN = `tk_admin_${randomBytes(12).toString('hex')}`
 const bearer = { authorization: `Bearer ${ADMIN_TOKEN}` }
@@ -73,19 +74,6 @@ const SERVED = [
 ]
 
 /** PIDs of workstation terminal servers whose working directory is under `root`. */
-function serversUnder(root: string): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
-      if (args.some((a) => a.endsWith('terminal-server.ts')) && args.some((a) => a.startsWith(root))) pids.push(Number(entry))
-    } catch { /* gone */ }
-  }
-  return pids
-}
 
 t.test('every documented admin operation answers what the OpenAPI document says', async (t) => {
   t.setTimeout(360_000)

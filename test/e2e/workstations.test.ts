@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { request } from 'undici'
 import WebSocket from 'ws'
 import { hashCredential } from '../../core/projects.ts'
@@ -17,6 +17,7 @@ import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
 import { signIn, userCli } from '../helpers/admin-client.ts'
 import { writeFileSync } from 'node:fs'
 import { tempDir } from '../helpers/temp.ts'
+import { serversUnder } from '../helpers/terminal-servers.ts'
 
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 
@@ -51,19 +52,6 @@ async function admin(gw: GatewayProcess, method: 'GET' | 'POST' | 'DELETE' | 'PU
   return { status: answer.statusCode, body: await answer.body.json() }
 }
 
-function serversUnder(root: string): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
-      if (args.some((a) => a.endsWith('terminal-server.ts')) && args.some((a) => a.startsWith(root))) pids.push(Number(entry))
-    } catch { /* gone */ }
-  }
-  return pids
-}
 
 async function until(what: string, probe: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs

@@ -5,7 +5,7 @@
  * that finds running servers again, marks dead ones stopped and leaves no process behind.
  */
 import t from 'tap'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino from 'pino'
 import WebSocket from 'ws'
@@ -15,6 +15,7 @@ import type { Project } from '../../../core/projects.ts'
 import { ProcessDriver } from '../../../core/workstations/process-driver.ts'
 import { WorkstationService, type WorkstationServiceOptions } from '../../../core/workstations/service.ts'
 import { tempDir } from '../../helpers/temp.ts'
+import { serversUnder } from '../../helpers/terminal-servers.ts'
 
 const log = pino({ level: 'silent' })
 
@@ -53,19 +54,6 @@ function setup(t: { teardown(fn: () => unknown): void }, overrides: Partial<Work
 }
 
 /** PIDs of terminal servers running for `root`. */
-function serversUnder(root: string): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue
-      if (args.some((a) => a.endsWith('terminal-server.ts')) && args.some((a) => a.startsWith(root))) pids.push(Number(entry))
-    } catch { /* gone */ }
-  }
-  return pids
-}
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs
