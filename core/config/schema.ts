@@ -404,6 +404,14 @@ export const coreSchema: JsonSchema = {
           default: 10000,
           description: 'shared engine: an instance that has not reached PostgreSQL for this long is taken for dead, and its pending credit reservations are released by the others.',
         },
+        leaseCredits: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 1000000,
+          default: 100,
+          description:
+            'shared engine: most credits an instance takes from a project\'s balance at a time (a lease), so that it admits requests without a PostgreSQL round trip; each charge is still written to PostgreSQL before its answer. A lease takes at most an eighth of what is left, and a request is refused only once no other instance holds unused leased credits, so refusals stay exact. 0 = one PostgreSQL reservation per request.',
+        },
       },
       if: { properties: { engine: { const: 'shared' } }, required: ['engine'] },
       then: { required: ['postgres', 'redis'] },

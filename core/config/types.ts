@@ -60,6 +60,7 @@ export interface StoreConfig {
   keyPrefix: string
   poolSize: number
   instanceTimeoutMs: number
+  leaseCredits: number
 }
 
 export interface WorkstationsConfig {

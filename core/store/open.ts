@@ -36,6 +36,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions):
       keyPrefix: config.keyPrefix,
       poolSize: config.poolSize,
       instanceTimeoutMs: config.instanceTimeoutMs,
+      leaseCredits: config.leaseCredits,
       migrations: options.migrations,
       onBackgroundError: options.onBackgroundError,
     })

@@ -42,6 +42,14 @@ interface Held {
 
 const done = Promise.resolve()
 
+/**
+ * A period's balance as a reader sees it: committed charges plus pending holds, without the credits
+ * instances hold in leases (credit-leases.ts), which no request has taken yet.
+ */
+const BALANCE_SQL = `SELECT b.used + b.pending - coalesce((SELECT sum(l.charged) FROM credit_holds l
+  WHERE l.project_id = b.project_id AND l.period = b.period AND l.state = 'pending' AND l.api_type = 'lease'), 0) AS used, b.granted
+  FROM credit_balances b WHERE b.project_id = $1 AND b.period = $2`
+
 /** The credit operations of the shared store. */
 export class SharedCreditLedger {
   private readonly held = new Map<string, Held>()
@@ -54,11 +62,14 @@ export class SharedCreditLedger {
     private readonly clock: () => number,
   ) {}
 
+  /** Whether this instance holds a reservation of this id (pending or settled, not yet closed). */
+  has(id: string): boolean {
+    return this.held.has(id)
+  }
+
   async reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
     const { id, projectId, period, allocation, amount, apiType } = reservation
-    if (typeof id !== 'string' || id === '') throw new TypeError('reservation id must be a non-empty string')
-    checkAmount('amount', amount)
-    if (!Number.isFinite(allocation)) throw new RangeError(`allocation must be a finite number, got ${allocation}`)
+    checkReservation(reservation)
     if (this.held.has(id)) throw reservationExists(id)
     let result: 'exists' | [boolean, number, number?]
     try {
@@ -133,7 +144,7 @@ export class SharedCreditLedger {
     await this.batch.idle()
     try {
       const { rows } = await this.pool.query<{ used: number; granted: number }>(
-        'SELECT used + pending AS used, granted FROM credit_balances WHERE project_id = $1 AND period = $2',
+        BALANCE_SQL,
         [projectId, period],
       )
       return toBalance(projectId, period, allocation, rows[0]?.used ?? 0, rows[0]?.granted ?? 0)
@@ -168,7 +179,7 @@ export class SharedCreditLedger {
       client = await this.pool.connect()
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
       const args = [projectId, period]
-      const balance = await client.query<{ used: number; granted: number }>('SELECT used + pending AS used, granted FROM credit_balances WHERE project_id = $1 AND period = $2', args)
+      const balance = await client.query<{ used: number; granted: number }>(BALANCE_SQL, args)
       const grants = await client.query<{ id: string; amount: number; reason: string; actor: string; at: Date }>(
         'SELECT id, amount, reason, actor, created_at AS at FROM credit_grants WHERE project_id = $1 AND period = $2 ORDER BY created_at, id',
         args,
@@ -180,7 +191,7 @@ export class SharedCreditLedger {
         args,
       )
       const pending = await client.query<{ amount: number }>(
-        `SELECT coalesce(sum(charged), 0) AS amount FROM credit_holds WHERE project_id = $1 AND period = $2 AND state = 'pending'`,
+        `SELECT coalesce(sum(charged), 0) AS amount FROM credit_holds WHERE project_id = $1 AND period = $2 AND state = 'pending' AND api_type <> 'lease'`,
         args,
       )
       await client.query('COMMIT')
@@ -216,6 +227,14 @@ export class SharedCreditLedger {
     for (const held of this.held.values()) if (held.state !== 'pending' && held.createdAt < cutoff) this.held.delete(held.id)
   }
 
+  /**
+   * Releases hold `id` in PostgreSQL whatever this instance knows of it (a leased charge whose draw
+   * may or may not have committed), re-sent every tick until confirmed.
+   */
+  releaseById(id: string): Promise<void> {
+    return this.sendRelease(id)
+  }
+
   private sendRelease(id: string): Promise<void> {
     this.unconfirmedReleases.add(id)
     return this.batch.enqueue({ o: 'release', i: id }).then(() => {
@@ -224,11 +243,18 @@ export class SharedCreditLedger {
   }
 }
 
-function reservationExists(id: string): Error {
+/** Throws TypeError / RangeError naming the field when a reservation is malformed. */
+export function checkReservation({ id, amount, allocation }: CreditReservation): void {
+  if (typeof id !== 'string' || id === '') throw new TypeError('reservation id must be a non-empty string')
+  checkAmount('amount', amount)
+  if (!Number.isFinite(allocation)) throw new RangeError(`allocation must be a finite number, got ${allocation}`)
+}
+
+export function reservationExists(id: string): Error {
   return Object.assign(new Error(`reservation id ${id} is already in use`), { code: 'reservation_exists' })
 }
 
 
-function checkAmount(name: string, value: number): void {
+export function checkAmount(name: string, value: number): void {
   if (!(value >= 0) || !Number.isFinite(value)) throw new RangeError(`${name} must be a non-negative number, got ${value}`)
 }

@@ -27,6 +27,7 @@ import type {
   UsageRow,
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
+import { CreditLeases, IDLE_MS } from './credit-leases.ts'
 import { documentRevisionMigrations, SharedDocumentCollection } from './documents.ts'
 import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
 import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
@@ -64,6 +65,11 @@ export interface SharedStoreOptions {
   usageFlushMs?: number
   /** Settled reservations nobody closed are forgotten after this long (default 10 minutes). */
   reservationRetentionMs?: number
+  /**
+   * Most credits this instance takes from a period's balance at a time to admit requests without a
+   * PostgreSQL round trip (credit-leases.ts); 0 = one PostgreSQL reservation per request. Default 100.
+   */
+  leaseCredits?: number
   /** A rate-limit call Redis leaves unanswered this long fails with 503 `store_unavailable` (default 5000 ms). */
   redisTimeoutMs?: number
   /** Failures of background work and of idle connections. Default: a process warning. */
@@ -118,7 +124,10 @@ export class SharedStore implements Store {
   /** Users and admin sessions, shared by every instance. */
   readonly accounts: PostgresAccounts
   private readonly batch: PgBatcher
-  private readonly credits: SharedCreditLedger
+  private readonly ledger: SharedCreditLedger
+  /** The credit operations: leases in front of the ledger, or the ledger itself when leases are off. */
+  private readonly credits: SharedCreditLedger | CreditLeases
+  private readonly leases: CreditLeases | undefined
   private readonly usage: SharedUsageLog
   private readonly buckets: RedisBuckets
   private readonly collections = new Map<string, DocumentCollection>()
@@ -141,7 +150,11 @@ export class SharedStore implements Store {
     this.onBackgroundError = options.onBackgroundError ?? ((error) => process.emitWarning(error as Error, 'TollgateStoreWarning'))
     this.pool = openPgPool({ url: options.postgres, schema: this.schema, max: options.poolSize, onError: (error) => this.onBackgroundError(error) })
     this.batch = new PgBatcher(this.pool, this.instanceId)
-    this.credits = new SharedCreditLedger(this.pool, this.batch, this.clock)
+    this.ledger = new SharedCreditLedger(this.pool, this.batch, this.clock)
+    const leaseCredits = options.leaseCredits ?? 100
+    if (!(Number.isInteger(leaseCredits) && leaseCredits >= 0)) throw new RangeError(`leaseCredits must be a non-negative integer, got ${leaseCredits}`)
+    this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock) : undefined
+    this.credits = this.leases ?? this.ledger
     this.usage = new SharedUsageLog(this.pool)
     this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {}, callTimeoutMs: options.redisTimeoutMs })
     this.accounts = new PostgresAccounts(this.pool, this.clock)
@@ -171,6 +184,8 @@ export class SharedStore implements Store {
     this.every(tickMs, () => this.beat())
     this.every(tickMs, () => this.tick())
     this.every(this.options.usageFlushMs ?? 1000, () => this.usage.flush())
+    const leases = this.leases
+    if (leases !== undefined) this.every(IDLE_MS, async () => leases.idleCheck())
   }
 
   health(): Promise<StoreHealth> {
@@ -202,7 +217,7 @@ export class SharedStore implements Store {
   }
 
   grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
-    return this.credits.grant(grant)
+    return this.ledger.grant(grant)
   }
 
   creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
@@ -244,6 +259,11 @@ export class SharedStore implements Store {
     return found
   }
 
+  /** Resolves once every write queued before the call has been applied (or has failed). */
+  idle(): Promise<void> {
+    return this.batch.idle()
+  }
+
   /** Group-commit counters since open: batches (transactions, round trips) and writes in them. */
   writeStats(): PgBatchStats {
     return this.batch.stats()
@@ -255,8 +275,8 @@ export class SharedStore implements Store {
   }
 
   /** Holds remembered and releases awaiting PostgreSQL (for tests). */
-  creditCounts(): { held: number; unconfirmedReleases: number } {
-    return this.credits.counts()
+  creditCounts(): { held: number; unconfirmedReleases: number; leases: number; leasedHolds: number; endingLeases: number } {
+    return { ...this.ledger.counts(), ...(this.leases?.counts() ?? { leases: 0, leasedHolds: 0, endingLeases: 0 }) }
   }
 
   /**
@@ -271,7 +291,7 @@ export class SharedStore implements Store {
     try {
       await this.batch.close()
       await this.usage.flush().catch((error) => this.onBackgroundError(error))
-      await this.credits.retryReleases().catch(() => {})
+      await this.ledger.retryReleases().catch(() => {})
       // Unregistered first, so the reap releases this instance's pending holds (and any dead one's).
       await this.pool
         .query(
@@ -304,8 +324,9 @@ export class SharedStore implements Store {
     this.ticking = true
     try {
       await this.recoverPendingReservations()
-      await this.credits.retryReleases()
-      this.credits.sweep(this.clock() - this.retentionMs)
+      await this.ledger.retryReleases()
+      this.ledger.sweep(this.clock() - this.retentionMs)
+      this.leases?.sweep(this.clock() - this.retentionMs)
     } finally {
       this.ticking = false
     }

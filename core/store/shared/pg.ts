@@ -108,6 +108,7 @@ export class PgBatcher {
   private inFlight: Promise<void> | undefined
   private readonly counters: PgBatchStats = { batches: 0, ops: 0 }
   private closed = false
+  private lastBatchFailed = false
   /**
    * The connection batches go out on, kept between batches (one batch is in flight at a time):
    * a pool checkout and release per batch cost more than the rest of its client-side work.
@@ -135,6 +136,11 @@ export class PgBatcher {
       if (this.inFlight === undefined) this.flush()
       await this.inFlight?.catch(() => {})
     }
+  }
+
+  /** Whether the last batch failed (PostgreSQL unreachable); cleared by the next one that commits. */
+  get failing(): boolean {
+    return this.lastBatchFailed
   }
 
   stats(): PgBatchStats {
@@ -195,10 +201,12 @@ export class PgBatcher {
       client = this.client ?? (await this.checkOut())
       const { rows } = await client.query<{ r: unknown[] }>({ name: APPLY_STATEMENT, text: APPLY_SQL, values: [serialise(batch), this.owner] })
       results = rows[0]!.r
+      this.lastBatchFailed = false
       this.counters.batches++
       this.counters.ops += batch.length
     } catch (error) {
       if (client !== undefined) this.dropClient(client, error as Error)
+      this.lastBatchFailed = true
       const failure = pgFailure(error)
       for (const queued of batch) queued.reject(failure)
       return

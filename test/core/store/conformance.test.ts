@@ -1,6 +1,7 @@
 /**
  * One store conformance suite, two engines: every case runs against the embedded SQLite engine (temp
- * dir) and against the shared engine (real PostgreSQL + Redis, fresh schema and key prefix). Without
+ * dir) and against the shared engine (real PostgreSQL + Redis, fresh schema and key prefix), with
+ * credit leases (the default) and without them. Without
  * the servers the shared half is skipped with the reason (failed under CI).
  */
 import t from 'tap'
@@ -42,20 +43,9 @@ const engines: Engine[] = [
       }
     },
   },
-  {
-    name: 'shared',
-    shared: true,
-    available: (t) => needServers(t),
-    opener(t) {
-      const schema = freshSchema(t)
-      const keyPrefix = freshPrefix(t)
-      return async (clock) => {
-        const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, clock, poolSize: 4 })
-        t.teardown(() => store.close())
-        return store
-      }
-    },
-  },
+  sharedEngine('shared', 100),
+  // Leases off: one PostgreSQL reservation per request, the path a lease falls back to.
+  sharedEngine('shared without leases', 0),
 ]
 
 let sequence = 0
@@ -65,6 +55,23 @@ function reservation(fields: Partial<CreditReservation> = {}): CreditReservation
 
 function grant(fields: Partial<CreditGrant> = {}): CreditGrant {
   return { id: `topup:${++sequence}-${randomBytes(3).toString('hex')}`, projectId: 'demo', period: '2026-11', allocation: 100, amount: 10, reason: 'top_up', actor: 'alice', ...fields }
+}
+
+function sharedEngine(name: string, leaseCredits: number): Engine {
+  return {
+    name,
+    shared: true,
+    available: (t) => needServers(t),
+    opener(t) {
+      const schema = freshSchema(t)
+      const keyPrefix = freshPrefix(t)
+      return async (clock) => {
+        const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, clock, poolSize: 4, leaseCredits })
+        t.teardown(() => store.close())
+        return store
+      }
+    },
+  }
 }
 
 for (const engine of engines) {
@@ -355,9 +362,14 @@ for (const engine of engines) {
       t.test('two instances share one balance, one usage log, one set of documents and buckets', async (t) => {
         const open = engine.opener(t)
         const [a, b] = await Promise.all([open(), open()])
-        const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => (i % 2 ? a : b).reserveCredits(reservation({ projectId: 'two' }))))
+        const asked = Array.from({ length: 1000 }, (_, i) => ({ on: i % 2 ? a : b, reservation: reservation({ projectId: 'two' }) }))
+        const results = await Promise.all(asked.map(({ on, reservation }) => on.reserveCredits(reservation)))
         t.equal(results.filter((r) => r.ok).length, 100, 'exactly 100 of 1,000 across both instances')
+        // An instance's requests in flight are its own until charged (with leases they never reach
+        // PostgreSQL before); once charged, every instance reads them.
+        await Promise.all(asked.filter((_, i) => results[i]!.ok).map(({ on, reservation }) => on.commitCredits(reservation.id)))
         t.equal((await b.balance('two', '2026-11', 100)).used, 100)
+        t.equal((await a.balance('two', '2026-11', 100)).used, 100)
         const key = `shared-${randomBytes(3).toString('hex')}`
         t.ok((await a.takeToken(key, 1, 0.01)).allowed)
         t.notOk((await b.takeToken(key, 1, 0.01)).allowed, 'a bucket drained on one instance is drained on the other')
@@ -420,11 +432,23 @@ for (const engine of engines) {
 
       t.test('group commit: the writes of one turn share one round trip', async (t) => {
         const store = (await engine.opener(t)()) as Awaited<ReturnType<typeof openSharedStore>>
+        const held = Array.from({ length: 200 }, () => reservation({ projectId: 'gc', allocation: 100_000 }))
         const before = store.writeStats()
-        await Promise.all(Array.from({ length: 200 }, () => store.reserveCredits(reservation({ projectId: 'gc', allocation: 1000 }))))
+        await Promise.all(held.map((r) => store.reserveCredits(r)))
+        const reserved = store.writeStats()
+        if (engine.name === 'shared') {
+          t.ok(reserved.ops - before.ops <= 2, `200 reservations from one lease: ${reserved.ops - before.ops} top-ups, no write per reservation`)
+        } else {
+          t.equal(reserved.ops - before.ops, 200)
+          t.equal(reserved.batches - before.batches, 1, '200 reservations issued in one turn: one transaction')
+        }
+        await store.idle()
+        const idle = store.writeStats()
+        await Promise.all(held.map((r) => store.commitCredits(r.id)))
         const after = store.writeStats()
-        t.equal(after.ops - before.ops, 200)
-        t.equal(after.batches - before.batches, 1, '200 reservations issued in one turn: one transaction')
+        t.equal(after.ops - idle.ops, 200, 'one write per charge')
+        t.equal(after.batches - idle.batches, 1, '200 charges of one turn: one transaction')
+        t.equal((await store.balance('gc', '2026-11', 100_000)).used, 200)
       })
     }
   })

@@ -2,6 +2,7 @@
  * The group commit keeps its PostgreSQL connection between batches. When the server drops that
  * connection while no batch runs, the store must neither crash (an unhandled 'error' event on the
  * held client) nor keep using it: the next batch fails with 503 or goes out on a fresh connection.
+ * Leases are off so that every reservation is a batch (with them, a reservation may need none).
  */
 import t from 'tap'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
@@ -14,7 +15,7 @@ t.test('a dropped idle batch connection is replaced, the process survives', asyn
   const target = new URL(PG_URL)
   const relay = await startTcpRelay(target.hostname, Number(target.port || 5432))
   t.teardown(() => relay.close())
-  const store = await openSharedStore({ postgres: relay.url(PG_URL), redis: REDIS_URL, schema: freshSchema(t), keyPrefix: freshPrefix(t), onBackgroundError: () => {} })
+  const store = await openSharedStore({ postgres: relay.url(PG_URL), redis: REDIS_URL, schema: freshSchema(t), keyPrefix: freshPrefix(t), onBackgroundError: () => {}, leaseCredits: 0 })
   t.teardown(() => store.close())
   const reserve = (id: string) => store.reserveCredits({ id, projectId: 'p', period: '2026-11', allocation: 100, amount: 1, apiType: 'MIRROR' })
   t.match(await reserve('before'), { ok: true })

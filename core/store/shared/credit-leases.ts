@@ -1,0 +1,342 @@
+/**
+ * Credit leases: how the shared engine admits a metered request without a PostgreSQL round trip,
+ * and stays exact.
+ *
+ * An instance takes a block of a period's credits into a lease (one `lease` op; the credits join the
+ * period's `pending`, so no other instance can spend them) and reserves from it in memory. The
+ * charge is still durable before the answer: `commit` is a `draw` op in the turn's group commit (a
+ * committed ledger row for the request, the amount moved from the lease to `used`). A release before
+ * the commit, the common refund, costs nothing at all. So a request makes one PostgreSQL round trip
+ * (its commit) where it made two, and PostgreSQL writes one row for it instead of two versions.
+ *
+ * Exactness is kept where it matters, near exhaustion:
+ * - a lease takes at most an eighth of what is left of the period (at least what the request
+ *   needs), so the last credits go one request at a time, as without leases;
+ * - a request is refused only when PostgreSQL says the period cannot cover it (`used + pending +
+ *   amount > allocation + granted`) AND no other instance's lease holds credits no request took:
+ *   the refused `lease` op marks the other leases `recall`; their owners give back their unheld
+ *   credits at their next draw or within {@link IDLE_MS} when idle, and the request asks again
+ *   ({@link RETRY_DELAYS_MS}, about 0.6 s in all) before it is refused;
+ * - a lease unused for {@link IDLE_MS} is given back whole.
+ *
+ * Failures: while PostgreSQL is failing, reservations bypass the leases (they fail with 503 as
+ * before). A lease whose op failed (outcome unknown), or that the reaper released (this instance was
+ * cut off longer than the instance timeout: its draws answer `expired`, the client 503 and nothing
+ * charged), is closed: no more reservations, and it is ended (`shrink all`, re-sent every tick
+ * until confirmed) once no request holds part of it. A `kill -9` leaves its leases pending with a
+ * dead owner: the reaper of any live instance releases them like any pending hold; every charge
+ * already acknowledged was drawn (committed) before its answer.
+ */
+import { errors } from '../../errors.ts'
+import { toBalance } from '../credit-balance.ts'
+import type { CreditBalance, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
+import { checkAmount, checkReservation, reservationExists, type SharedCreditLedger } from './credits.ts'
+import type { PgBatcher } from './pg.ts'
+
+/** A lease not reserved from for this long gives its credits back (ms). */
+export const IDLE_MS = 250
+/** Waits of a refused request while other instances' leases hold credits (ms); they sum past two {@link IDLE_MS}. */
+export const RETRY_DELAYS_MS = [5, 10, 20, 40, 80, 160, 320]
+/**
+ * Top-up rounds of one reservation. Each round either takes, or waits for a top-up that brought
+ * credits other requests took first; reaching this many answers 503 (retry) rather than a 402 the
+ * balance may not justify.
+ */
+const MOST_ROUNDS = 1000
+
+interface Lease {
+  readonly key: string
+  /** Its `credit_holds` row. */
+  readonly id: string
+  readonly projectId: string
+  readonly period: string
+  /** Credits of the lease no request holds. */
+  free: number
+  /** Credits held by requests in flight: reserved, not yet drawn or given back. */
+  held: number
+  /** The period's `used + pending` without leased credits, and `granted`, as PostgreSQL last said. */
+  seenUsed: number
+  seenGranted: number
+  /** Credits drawn (charged) from this lease since PostgreSQL last said `seenUsed`. */
+  drawnSinceSeen: number
+  /** Reserved from since the last idle check. */
+  active: boolean
+  /** Hands out nothing more; ended once nothing is held. */
+  closed: boolean
+  topUp?: Promise<Refusal | undefined>
+}
+
+interface LeasedHold {
+  readonly id: string
+  readonly lease: Lease
+  readonly apiType: string
+  readonly createdAt: number
+  /** Credits still held (a partial refund lowers it). */
+  amount: number
+  state: 'pending' | 'committed' | 'released'
+  written?: Promise<void>
+}
+
+type TopUpResult = 'expired' | [taken: number, usedAndPending: number, granted: number, othersLeased: number, usedWithoutLeases: number]
+type DrawResult = boolean | 'exists' | 'expired'
+
+interface Refusal {
+  used: number
+  granted: number
+  othersLeased: number
+}
+
+const done = Promise.resolve()
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** The shared engine's credit operations with leases in front of {@link SharedCreditLedger}. */
+export class CreditLeases {
+  private readonly leases = new Map<string, Lease>()
+  private readonly holds = new Map<string, LeasedHold>()
+  /** Closed leases whose end PostgreSQL has not confirmed; re-sent by {@link CreditLeases.tick}. */
+  private readonly ending = new Map<string, Lease>()
+  /** Credits this instance's requests hold per period (key), for readers of the balance. */
+  private readonly heldByKey = new Map<string, number>()
+  private sequence = 0
+
+  /**
+   * @param exact the ledger of per-request holds, used while PostgreSQL fails and for what leases do not cover.
+   * @param size most credits one lease takes at a time.
+   * @param owner this instance's id (lease ids are unique per owner).
+   */
+  constructor(
+    private readonly exact: SharedCreditLedger,
+    private readonly batch: PgBatcher,
+    private readonly size: number,
+    private readonly owner: string,
+    private readonly clock: () => number,
+  ) {}
+
+  async reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    checkReservation(reservation)
+    const { id, projectId, period, allocation, amount } = reservation
+    if (this.holds.has(id) || this.exact.has(id)) throw reservationExists(id)
+    if (this.batch.failing) return this.exact.reserve(reservation)
+    const key = `${projectId}\u001f${period}`
+    let refusals = 0
+    for (let round = 0; round < MOST_ROUNDS; round++) {
+      let lease = this.leases.get(key)
+      if (lease === undefined || lease.closed) lease = this.open(key, projectId, period)
+      if (lease.free >= amount) return this.take(lease, reservation)
+      // A top-up in flight is shared: its answer may bring enough, or decide for this request too.
+      const refused = await (lease.topUp ?? this.topUp(lease, allocation, amount - lease.free))
+      if (refused === undefined || lease.free >= amount || lease.closed) continue
+      // Refused for a larger need than this one's: ask for this one's.
+      if (allocation + refused.granted - refused.used >= amount - lease.free) continue
+      if (refused.othersLeased > 0 && refusals < RETRY_DELAYS_MS.length) {
+        await sleep(RETRY_DELAYS_MS[refusals++]!)
+        continue
+      }
+      return { ok: false, balance: toBalance(projectId, period, allocation, refused.used, refused.granted) }
+    }
+    throw errors.storeUnavailable(`credit reservation ${id} could not be decided; retry`)
+  }
+
+  /** The balance as PostgreSQL has it (without leased credits), plus what this instance's requests hold. */
+  async balance(projectId: string, period: string, allocation: number): Promise<CreditBalance> {
+    const balance = await this.exact.balance(projectId, period, allocation)
+    return toBalance(projectId, period, allocation, balance.used + this.heldFor(projectId, period), balance.granted)
+  }
+
+  /** {@link SharedCreditLedger.ledger} with this instance's held credits in the pending entry and the balance. */
+  async ledger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
+    const found = await this.exact.ledger(projectId, period, allocation)
+    const held = this.heldFor(projectId, period)
+    if (held === 0) return found
+    const entries: CreditLedgerEntry[] = found.entries.filter((entry) => entry.kind !== 'pending')
+    const pending = found.entries.reduce((sum, entry) => (entry.kind === 'pending' ? sum + entry.amount : sum), 0)
+    entries.push({ kind: 'pending', amount: pending - held })
+    const { used, granted } = found.balance
+    return { balance: toBalance(projectId, period, allocation, used + held, granted), entries }
+  }
+
+  commit(id: string): Promise<void> {
+    const hold = this.holds.get(id)
+    if (hold === undefined) return this.exact.commit(id)
+    if (hold.state !== 'pending') return hold.written ?? done
+    hold.state = 'committed'
+    const { lease } = hold
+    const written = this.batch.enqueue<DrawResult>({ o: 'draw', i: id, l: lease.id, n: hold.amount, t: hold.apiType }).then(
+      (outcome) => {
+        this.unhold(lease, hold.amount)
+        if (outcome === 'expired') {
+          hold.state = 'released'
+          this.retire(lease)
+          throw errors.storeUnavailable(`credit reservation ${id} expired while the store was unreachable; the request is not charged`)
+        }
+        lease.drawnSinceSeen += hold.amount
+        if (outcome === true) this.giveBack(lease)
+      },
+      (error: unknown) => {
+        // Outcome unknown: the caller releases (re-sent until confirmed); the lease's count is unknown too.
+        this.unhold(lease, hold.amount)
+        this.retire(lease)
+        throw error
+      },
+    )
+    hold.written = written
+    return written
+  }
+
+  release(id: string): Promise<void> {
+    const hold = this.holds.get(id)
+    if (hold === undefined) return this.exact.release(id)
+    if (hold.state === 'released') return hold.written ?? done
+    const wasPending = hold.state === 'pending'
+    hold.state = 'released'
+    if (wasPending) {
+      this.unhold(hold.lease, hold.amount, true)
+      return done
+    }
+    // Drawn (or its draw's outcome is unknown): undone in PostgreSQL, after the draw in queue order.
+    const written = this.exact.releaseById(id)
+    hold.written = written
+    return written
+  }
+
+  refundPart(id: string, amount: number): Promise<void> {
+    checkAmount('amount', amount)
+    const hold = this.holds.get(id)
+    if (hold === undefined) return this.exact.refundPart(id, amount)
+    if (amount === 0 || hold.state === 'released') return hold.written ?? done
+    if (hold.state === 'pending') {
+      const part = Math.min(amount, hold.amount)
+      hold.amount -= part
+      this.unhold(hold.lease, part, true)
+      return done
+    }
+    const written = this.exact.refundPart(id, amount)
+    hold.written = written
+    return written
+  }
+
+  close(id: string): Promise<void> {
+    const hold = this.holds.get(id)
+    if (hold === undefined) return this.exact.close(id)
+    const written = hold.state === 'pending' ? this.release(id) : (hold.written ?? done)
+    this.holds.delete(id)
+    return written
+  }
+
+  /**
+   * Every {@link IDLE_MS}: leases nobody reserved from since the last call give their credits back
+   * (ended when nothing is held), and ends PostgreSQL did not confirm are re-sent.
+   */
+  idleCheck(): void {
+    for (const lease of this.leases.values()) {
+      if (lease.active) lease.active = false
+      else if (lease.held === 0) this.retire(lease)
+      else this.giveBack(lease)
+    }
+    for (const lease of this.ending.values()) this.sendEnd(lease)
+  }
+
+  /** Forgets settled holds nobody closed that are older than `cutoff` (epoch ms). */
+  sweep(cutoff: number): void {
+    for (const hold of this.holds.values()) if (hold.state !== 'pending' && hold.createdAt < cutoff) this.holds.delete(hold.id)
+  }
+
+  /** Open leases, leased holds remembered, and lease ends awaiting PostgreSQL (for tests). */
+  counts(): { leases: number; leasedHolds: number; endingLeases: number } {
+    return { leases: this.leases.size, leasedHolds: this.holds.size, endingLeases: this.ending.size }
+  }
+
+  /** Hands out nothing more from `lease`; it is ended once no request holds part of it. */
+  private retire(lease: Lease): void {
+    lease.closed = true
+    if (this.leases.get(lease.key) === lease) this.leases.delete(lease.key)
+    this.endIfIdle(lease)
+  }
+
+  private open(key: string, projectId: string, period: string): Lease {
+    const lease: Lease = { key, id: `lease:${this.owner}:${++this.sequence}`, projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, active: true, closed: false }
+    this.leases.set(key, lease)
+    return lease
+  }
+
+  private take(lease: Lease, { id, projectId, period, allocation, amount, apiType }: CreditReservation): { ok: true; balance: CreditBalance } {
+    lease.free -= amount
+    lease.held += amount
+    lease.active = true
+    this.heldByKey.set(lease.key, (this.heldByKey.get(lease.key) ?? 0) + amount)
+    this.holds.set(id, { id, lease, apiType, amount, state: 'pending', createdAt: this.clock() })
+    // Refilled ahead, while this request runs, so the next ones do not wait for a round trip.
+    if (lease.free < this.size / 2 && lease.topUp === undefined) this.topUp(lease, allocation, 0).catch(() => {})
+    return { ok: true, balance: toBalance(projectId, period, allocation, lease.seenUsed + lease.drawnSinceSeen + this.heldFor(projectId, period), lease.seenGranted) }
+  }
+
+  private heldFor(projectId: string, period: string): number {
+    return this.heldByKey.get(`${projectId}\u001f${period}`) ?? 0
+  }
+
+  /**
+   * Takes up to `size` more credits (at least `need`) into `lease`. Resolves with what PostgreSQL
+   * said when it refused (the period's `used + pending`, `granted`, and the other instances' leased
+   * credits), else undefined.
+   */
+  private topUp(lease: Lease, allocation: number, need: number): Promise<Refusal | undefined> {
+    const asked = this.batch.enqueue<TopUpResult>({ o: 'lease', i: lease.id, p: lease.projectId, e: lease.period, a: allocation, n: Math.max(this.size, need), m: need }).then(
+      (result) => {
+        if (result === 'expired') {
+          this.retire(lease)
+          return undefined
+        }
+        const [taken, used, granted, othersLeased, usedWithoutLeases] = result
+        lease.seenUsed = usedWithoutLeases
+        lease.seenGranted = granted
+        lease.drawnSinceSeen = 0
+        // Closed meanwhile: what came in goes back with the end.
+        if (!lease.closed) lease.free += taken
+        return taken === 0 && need > 0 ? { used, granted, othersLeased } : undefined
+      },
+      (error: unknown) => {
+        this.retire(lease)
+        throw error
+      },
+    )
+    const topUp = asked.finally(() => {
+      if (lease.topUp === topUp) lease.topUp = undefined
+    })
+    lease.topUp = topUp
+    return topUp
+  }
+
+  /** A request's credits leave the hold: back to the lease's free credits when `giveBack` and it is open. */
+  private unhold(lease: Lease, amount: number, giveBack = false): void {
+    lease.held -= amount
+    const held = (this.heldByKey.get(lease.key) ?? 0) - amount
+    if (held > 0) this.heldByKey.set(lease.key, held)
+    else this.heldByKey.delete(lease.key)
+    if (giveBack && !lease.closed) lease.free += amount
+    if (lease.closed) this.endIfIdle(lease)
+  }
+
+  /** Gives the unheld credits of `lease` back to the period (recalled, or idle). */
+  private giveBack(lease: Lease): void {
+    if (lease.closed || lease.free <= 0) return
+    const amount = lease.free
+    lease.free = 0
+    this.batch.enqueue({ o: 'shrink', i: lease.id, n: amount }).catch(() => {
+      // Unknown whether they went back: the end gives back whatever the row still has.
+      this.retire(lease)
+    })
+  }
+
+  private endIfIdle(lease: Lease): void {
+    if (lease.held > 0 || this.ending.has(lease.id)) return
+    this.ending.set(lease.id, lease)
+    this.sendEnd(lease)
+  }
+
+  private sendEnd(lease: Lease): void {
+    this.batch.enqueue({ o: 'shrink', i: lease.id, n: 'all' }).then(
+      () => this.ending.delete(lease.id),
+      () => {},
+    )
+  }
+}
