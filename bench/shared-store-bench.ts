@@ -8,12 +8,14 @@
  *    Targets (issue 13): CPU per request <= 1.3x embedded; req/s >= 0.6x embedded with PostgreSQL and
  *    Redis on the same 2 cores.
  * 2. Reserve + commit pairs per second against PostgreSQL alone (the shared engine's credit ledger,
- *    no gateway), with 1 and 50 pairs in flight.
+ *    no gateway), with 1 and 50 pairs in flight, with credit leases (the default: a reservation
+ *    needs no round trip, a commit one) and without (`leaseCredits: 0`: one round trip each).
  *
  *   node --import tsx bench/shared-store-bench.ts [--seconds 10] [--rounds 3] [--pairs 5000]
  *       [--postgres URL] [--redis URL]      (defaults: $DATABASE_URL / $REDIS_URL, else 127.0.0.1)
  *       [--profile DIR]                     (gateways run with --cpu-prof into DIR)
  *       [--no-pairs]                        (skip part 2)
+ *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
  *
  * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
  * connections and of the Redis server (all of it: other clients count too), per request: the
@@ -48,11 +50,13 @@ const { values } = parseArgs({
     redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
     profile: { type: 'string' },
     'no-pairs': { type: 'boolean', default: false },
+    'lease-credits': { type: 'string' },
   },
 })
 const seconds = bounded('seconds', values.seconds, 1, 600)
 const rounds = bounded('rounds', values.rounds, 1, 20)
 const pairs = bounded('pairs', values.pairs, 10, 1_000_000)
+const leaseSetting = values['lease-credits'] === undefined ? '' : `, leaseCredits: ${bounded('lease-credits', values['lease-credits'], 0, 1_000_000)}`
 const connections = bounded('connections', values.connections, 1, 1000)
 const schema = `tg_bench_${randomBytes(4).toString('hex')}`
 const keyPrefix = `tgbench:${randomBytes(4).toString('hex')}:`
@@ -78,7 +82,7 @@ try {
   const embedded = await startGateway('embedded (SQLite)', `store:\n  dataDir: ./data\n`, upstream.url)
   const shared = await startGateway(
     'shared (PostgreSQL + Redis)',
-    `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}" }\n`,
+    `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting} }\n`,
     upstream.url,
   )
   const engines = [embedded, shared]
@@ -115,8 +119,8 @@ try {
 
   if (!values['no-pairs']) {
     console.log(`\n### Reserve + commit pairs against PostgreSQL alone (${pairs} pairs per run)\n`)
-    console.log('| in flight | pairs/s | ms per pair (wall, per request) | round trips (batches) per pair |\n|---:|---:|---:|---:|')
-    for (const inFlight of [1, 50]) console.log(await pairsPerSecond(inFlight))
+    console.log('| leases | in flight | pairs/s | ms per pair (wall, per request) | round trips (batches) per pair |\n|---|---:|---:|---:|---:|')
+    for (const leaseCredits of [100, 0]) for (const inFlight of [1, 50]) console.log(await pairsPerSecond(inFlight, leaseCredits))
   }
 } finally {
   await stopAll()
@@ -136,8 +140,8 @@ async function startGateway(label: string, store: string, upstreamUrl: string): 
   return { label, proc, url, rps: [], cpuPerRequest: [], pgPerRequest: [], redisPerRequest: [] }
 }
 
-async function pairsPerSecond(inFlight: number): Promise<string> {
-  const store = await openSharedStore({ postgres: values.postgres, redis: values.redis, schema, keyPrefix })
+async function pairsPerSecond(inFlight: number, leaseCredits: number): Promise<string> {
+  const store = await openSharedStore({ postgres: values.postgres, redis: values.redis, schema, keyPrefix, leaseCredits })
   try {
     const before = store.writeStats()
     let next = 0
@@ -145,7 +149,7 @@ async function pairsPerSecond(inFlight: number): Promise<string> {
     await Promise.all(
       Array.from({ length: inFlight }, async () => {
         while (next < pairs) {
-          const id = `bench-${inFlight}-${next++}`
+          const id = `bench-${leaseCredits}-${inFlight}-${next++}`
           await store.reserveCredits({ id, projectId: 'bench-pairs', period: '2026-11', allocation: 1e12, amount: 1, apiType: 'PRIVNET_RPC' })
           await store.commitCredits(id)
           await store.closeCredits(id)
@@ -154,7 +158,7 @@ async function pairsPerSecond(inFlight: number): Promise<string> {
     )
     const elapsedMs = performance.now() - started
     const batches = store.writeStats().batches - before.batches
-    return `| ${inFlight} | ${((pairs / elapsedMs) * 1000).toFixed(0)} | ${((elapsedMs / pairs) * inFlight).toFixed(2)} | ${(batches / pairs).toFixed(3)} |`
+    return `| ${leaseCredits > 0 ? `${leaseCredits} credits` : 'off'} | ${inFlight} | ${((pairs / elapsedMs) * 1000).toFixed(0)} | ${((elapsedMs / pairs) * inFlight).toFixed(2)} | ${(batches / pairs).toFixed(3)} |`
   } finally {
     await store.close()
   }
