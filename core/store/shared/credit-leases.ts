@@ -112,12 +112,23 @@ export class CreditLeases {
     private readonly clock: () => number,
   ) {}
 
-  async reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    checkReservation(reservation)
-    const { id, projectId, period, allocation, amount } = reservation
-    if (this.holds.has(id) || this.exact.has(id)) throw reservationExists(id)
+  reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    try {
+      checkReservation(reservation)
+      if (this.holds.has(reservation.id) || this.exact.has(reservation.id)) throw reservationExists(reservation.id)
+    } catch (error) {
+      return Promise.reject(error)
+    }
     if (this.batch.failing) return this.exact.reserve(reservation)
-    const key = `${projectId}\u001f${period}`
+    const key = `${reservation.projectId}\u001f${reservation.period}`
+    // The common case without an async frame: the lease covers it.
+    const lease = this.leases.get(key)
+    if (lease !== undefined && !lease.closed && lease.free >= reservation.amount) return Promise.resolve(this.take(lease, reservation))
+    return this.reserveSlow(reservation, key)
+  }
+
+  private async reserveSlow(reservation: CreditReservation, key: string): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const { id, projectId, period, allocation, amount } = reservation
     let refusals = 0
     for (let round = 0; round < MOST_ROUNDS; round++) {
       let lease = this.leases.get(key)
