@@ -16,13 +16,18 @@
  *       [--profile DIR]                     (gateways run with --cpu-prof into DIR)
  *       [--no-pairs]                        (skip part 2)
  *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
+ *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
  *
  * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
  * connections and of the Redis server (all of it: other clients count too), per request: the
  * gateway column alone leaves out the work the shared engine moves into those servers.
  *
- * Core layout as bench/lib/targets.ts: load generator and upstream on core 0, gateway on core 1;
- * PostgreSQL and Redis run where the OS puts them. Uses a fresh schema and key prefix, dropped at the end.
+ * Core layout as bench/lib/targets.ts: load generator and upstream on core 0, gateway on core 1.
+ * PostgreSQL (the backends serving the gateway) and Redis are pinned to core 0 too for the rounds,
+ * so each gateway has core 1 to itself as the embedded one does (left to the OS, the servers are
+ * woken on the gateway's core and take from it while core 0 idles); Redis gets its own affinity back
+ * at the end. `--servers-anywhere` leaves them to the OS. Reports how busy each core was.
+ * Uses a fresh schema and key prefix, dropped at the end.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -34,10 +39,10 @@ import pg from 'pg'
 import { createClient } from 'redis'
 import { openSharedStore } from '../core/store/shared/index.ts'
 import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.ts'
-import { cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
+import { coreBusy, coreTimes, cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
-import { backendsOf, redisServerPid, serverCpu } from './lib/server-cpu.ts'
+import { affinityOf, backendsOf, pinProcess, redisServerPid, serverCpu } from './lib/server-cpu.ts'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const { values } = parseArgs({
@@ -51,6 +56,7 @@ const { values } = parseArgs({
     profile: { type: 'string' },
     'no-pairs': { type: 'boolean', default: false },
     'lease-credits': { type: 'string' },
+    'servers-anywhere': { type: 'boolean', default: false },
   },
 })
 const seconds = bounded('seconds', values.seconds, 1, 600)
@@ -74,8 +80,12 @@ interface Engine {
   /** Shared engine only: PostgreSQL backends' and Redis server's CPU µs per request. */
   pgPerRequest: number[]
   redisPerRequest: number[]
+  /** Busy share of core 0 (load, upstream, servers) and core 1 (gateway) per round. */
+  coresBusy: number[][]
 }
 
+const redisAtStart = redisServerPid()
+const redisAffinity = redisAtStart === undefined ? undefined : affinityOf(redisAtStart)
 try {
   pinSelf(LOAD_CORE)
   const upstream = await startUpstream(dir)
@@ -92,11 +102,14 @@ try {
     for (const engine of round % 2 ? [...engines].reverse() : engines) {
       const backends = engine === shared ? await backendsOf(values.postgres, engine.proc.pid) : []
       const redisPid = engine === shared ? redisServerPid() : undefined
+      if (!values['servers-anywhere']) for (const pid of [...backends, ...(redisPid === undefined ? [] : [redisPid])]) pinProcess(pid, String(LOAD_CORE))
       const serversBefore = serverCpu(backends, redisPid)
+      const coresBefore = coreTimes()
       const before = cpuMicros(engine.proc.pid)
       const result = await runLoad(engine.url, seconds)
       const cpu = cpuMicros(engine.proc.pid) - before
       const serversAfter = serverCpu(backends, redisPid)
+      engine.coresBusy.push(coreBusy(coresBefore, coreTimes()))
       if (result.failures > 0) console.error(`${engine.label}: ${result.failures} failed requests in round ${round + 1}`)
       const requests = Math.max(1, result.requests)
       engine.rps.push(result.rps)
@@ -106,10 +119,12 @@ try {
     }
   }
   const serverColumns = (e: Engine) => (e === shared ? `${median(e.pgPerRequest).toFixed(1)} | ${median(e.redisPerRequest).toFixed(1)}` : '— | —')
+  const busy = (e: Engine) => e.coresBusy.map((cores) => cores.map((share) => `${(share * 100).toFixed(0)}%`).join('+')).join(' / ')
   const row = (e: Engine) =>
-    `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} |`
+    `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} | ${busy(e)} |`
   console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
-  console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round |\n|---|---:|---:|---:|---:|---|')
+  console.log(`PostgreSQL backends and Redis: ${values['servers-anywhere'] ? 'where the OS puts them' : `pinned to core ${LOAD_CORE} (with the load generator and upstream); gateway on core ${PROXY_CORE}`}\n`)
+  console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round | cores busy per round (load core + gateway core) |\n|---|---:|---:|---:|---:|---|---|')
   console.log(row(embedded))
   console.log(row(shared))
   const rpsRatio = median(shared.rps) / median(embedded.rps)
@@ -123,6 +138,7 @@ try {
     for (const leaseCredits of [100, 0]) for (const inFlight of [1, 50]) console.log(await pairsPerSecond(inFlight, leaseCredits))
   }
 } finally {
+  if (redisAtStart !== undefined && redisAffinity !== undefined) pinProcess(redisAtStart, redisAffinity)
   await stopAll()
   await cleanUp()
   rmSync(dir, { recursive: true, force: true })
@@ -137,7 +153,7 @@ async function startGateway(label: string, store: string, upstreamUrl: string): 
   const proc = startPinned(label, PROXY_CORE, process.execPath, [...profileFlags, join(ROOT, 'bin/tollgate.js'), 'start', '-c', configFile])
   const url = `http://127.0.0.1:${port}/bench/${BENCH_KEY}`
   await waitForHttp(url, proc, 200, 60_000)
-  return { label, proc, url, rps: [], cpuPerRequest: [], pgPerRequest: [], redisPerRequest: [] }
+  return { label, proc, url, rps: [], cpuPerRequest: [], pgPerRequest: [], redisPerRequest: [], coresBusy: [] }
 }
 
 async function pairsPerSecond(inFlight: number, leaseCredits: number): Promise<string> {

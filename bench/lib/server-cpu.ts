@@ -79,3 +79,19 @@ export function redisServerPid(): number | undefined {
 export function serverCpu(backends: number[], redisPid: number | undefined): { postgres: number; redis: number } {
   return { postgres: backends.reduce((sum, pid) => sum + processCpuMicros(pid), 0), redis: redisPid === undefined ? 0 : processCpuMicros(redisPid) }
 }
+
+/** The CPU list `pid`'s threads may run on (`taskset -p` form, e.g. "0,1" or "0-1"). */
+export function affinityOf(pid: number): string {
+  const line = execFileSync('taskset', ['-c', '-p', String(pid)], { encoding: 'utf8' })
+  return line.slice(line.lastIndexOf(':') + 1).trim()
+}
+
+/** Pins every thread of `pid` to `cpus` (a taskset CPU list); false when the process is gone or taskset refuses. */
+export function pinProcess(pid: number, cpus: string): boolean {
+  try {
+    execFileSync('taskset', ['-a', '-c', '-p', cpus, String(pid)], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
