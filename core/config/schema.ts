@@ -412,6 +412,14 @@ export const coreSchema: JsonSchema = {
           description:
             'shared engine: most credits an instance takes from a project\'s balance at a time (a lease), so that it admits requests without a PostgreSQL round trip; each charge is still written to PostgreSQL before its answer. A lease takes at most an eighth of what is left, and a request is refused only once no other instance holds unused leased credits, so refusals stay exact. 0 = one PostgreSQL reservation per request.',
         },
+        rateLeaseTokens: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 1000000,
+          default: 100,
+          description:
+            'shared engine: most rate-limit tokens an instance takes from a Redis bucket ahead of its decisions (at most an eighth of what is left, spent within 250 ms or dropped), so that most decisions need no Redis call. No bucket admits more than it holds; a window of w seconds admits at most capacity + rate × (w + 0.25 s). 0 = one Redis decision per request.',
+        },
       },
       if: { properties: { engine: { const: 'shared' } }, required: ['engine'] },
       then: { required: ['postgres', 'redis'] },

@@ -61,6 +61,7 @@ export interface StoreConfig {
   poolSize: number
   instanceTimeoutMs: number
   leaseCredits: number
+  rateLeaseTokens: number
 }
 
 export interface WorkstationsConfig {

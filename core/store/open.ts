@@ -37,6 +37,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions):
       poolSize: config.poolSize,
       instanceTimeoutMs: config.instanceTimeoutMs,
       leaseCredits: config.leaseCredits,
+      rateLeaseTokens: config.rateLeaseTokens,
       migrations: options.migrations,
       onBackgroundError: options.onBackgroundError,
     })

@@ -70,6 +70,8 @@ export interface SharedStoreOptions {
    * PostgreSQL round trip (credit-leases.ts); 0 = one PostgreSQL reservation per request. Default 100.
    */
   leaseCredits?: number
+  /** Most rate-limit tokens leased per bucket at a time (redis-buckets.ts); 0 = every decision goes to Redis. Default 100. */
+  rateLeaseTokens?: number
   /** A rate-limit call Redis leaves unanswered this long fails with 503 `store_unavailable` (default 5000 ms). */
   redisTimeoutMs?: number
   /** Failures of background work and of idle connections. Default: a process warning. */
@@ -156,7 +158,7 @@ export class SharedStore implements Store {
     this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock) : undefined
     this.credits = this.leases ?? this.ledger
     this.usage = new SharedUsageLog(this.pool)
-    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {}, callTimeoutMs: options.redisTimeoutMs })
+    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {}, callTimeoutMs: options.redisTimeoutMs, leaseTokens: options.rateLeaseTokens })
     this.accounts = new PostgresAccounts(this.pool, this.clock)
     this.settings = new PostgresSettings({
       pool: this.pool,
@@ -270,7 +272,7 @@ export class SharedStore implements Store {
   }
 
   /** Rate-limit script calls to Redis and the decisions they carried since open (one call per turn). */
-  rateStats(): { calls: number; takes: number } {
+  rateStats(): { calls: number; takes: number; leased: number } {
     return this.buckets.stats()
   }
 

@@ -8,6 +8,15 @@
  * One call is out at a time: decisions asked while it is out leave together when it answers, so under
  * load a call carries more decisions instead of more calls (fewer writes and reads per decision on
  * both sides); a call that fails or times out fails the decisions queued behind it too.
+ *
+ * Token leases: the first decision of a bucket in a call also takes up to `leaseTokens` more tokens
+ * (an eighth of what Redis last said was left, none when that is under 16) if the bucket has them;
+ * this instance then admits decisions from them without a call, for at most {@link TOKEN_LEASE_MS}.
+ * Leased tokens left the bucket in Redis, so no instance can admit more than the bucket held: in any
+ * window of `w` seconds all instances together admit at most `capacity + refillPerSecond × (w +
+ * 0.25)`, and exactly as without leases once a bucket runs low (the last tokens are taken one
+ * decision at a time). Unused leased tokens are dropped at expiry (never more than an eighth of
+ * what was left). The `remaining` of a leased decision counts the instance's leased tokens as left.
  * The script is called by EVALSHA and loaded with EVAL when Redis answers NOSCRIPT (a restart or
  * SCRIPT FLUSH empties its cache).
  *
@@ -21,8 +30,9 @@ import { createClient } from 'redis'
 import { errors, GatewayError } from '../../errors.ts'
 import type { RateDecision } from '../types.ts'
 
-// KEYS[i] is decision i's bucket; ARGV[3i-2..3i] its capacity, refill per second and cost. Returns
-// {allowed_1, tokens_1, allowed_2, tokens_2, ...}. Buckets seen before in the call are taken from
+// KEYS[i] is decision i's bucket; ARGV[4i-3..4i] its capacity, refill per second, cost and extra
+// (tokens to lease on top of the cost when the bucket has them, else none). Returns {allowed_1,
+// tokens_1, leased_1, allowed_2, ...}. Buckets seen before in the call are taken from
 // the state in `seen`, and every bucket is written back once at the end, with the expiry the last
 // decision on it gives (what the last of separate calls would have left).
 const TAKE_SCRIPT = `
@@ -33,9 +43,10 @@ local order = {}
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local capacity = tonumber(ARGV[i * 3 - 2])
-  local rate = tonumber(ARGV[i * 3 - 1])
-  local cost = tonumber(ARGV[i * 3])
+  local capacity = tonumber(ARGV[i * 4 - 3])
+  local rate = tonumber(ARGV[i * 4 - 2])
+  local cost = tonumber(ARGV[i * 4 - 1])
+  local extra = tonumber(ARGV[i * 4])
   local b = seen[key]
   if b == nil then
     local state = redis.call('HMGET', key, 't', 'a')
@@ -53,16 +64,22 @@ for i = 1, #KEYS do
     if now > at then at = now end
   end
   local allowed = 0
+  local leased = 0
   if cost <= capacity and tokens + 1e-9 >= cost then
     allowed = 1
     tokens = math.max(0, tokens - cost)
+    if extra > 0 and tokens >= extra then
+      leased = extra
+      tokens = tokens - extra
+    end
   end
   b.tokens = tokens
   b.at = at
   b.capacity = capacity
   b.rate = rate
-  out[i * 2 - 1] = allowed
-  out[i * 2] = string.format('%.17g', tokens)
+  out[i * 3 - 2] = allowed
+  out[i * 3 - 1] = string.format('%.17g', tokens)
+  out[i * 3] = leased
 end
 for _, key in ipairs(order) do
   local b = seen[key]
@@ -72,6 +89,9 @@ end
 return out
 `
 const TAKE_SHA = createHash('sha1').update(TAKE_SCRIPT).digest('hex')
+
+/** Buckets whose lease or last answer this instance remembers; past this many it forgets them all. */
+const MAX_LEASED_BUCKETS = 10_000
 
 /** Most decisions in one script call (a turn with more sends several). */
 export const MAX_TAKES_PER_CALL = 500
@@ -86,6 +106,24 @@ export interface RedisBucketsOptions {
   onError?: (error: Error) => void
   /** A script call unanswered this long fails its decisions (default {@link CALL_TIMEOUT_MS}). */
   callTimeoutMs?: number
+  /** Most tokens leased per bucket at a time ({@link TOKEN_LEASE_MS}); 0 = every decision goes to Redis. Default 100. */
+  leaseTokens?: number
+}
+
+/**
+ * Leased tokens are spent within this long of leaving Redis, or dropped: a lease can only let
+ * through tokens the bucket had, at most this much later than Redis would have.
+ */
+export const TOKEN_LEASE_MS = 250
+
+/** Tokens of a bucket this instance took from Redis ahead of its decisions. */
+interface TokenLease {
+  tokens: number
+  expiresAt: number
+  /** The bucket's tokens in Redis after the lease left it. */
+  redisTokens: number
+  capacity: number
+  refillPerSecond: number
 }
 
 /** A script call Redis has not answered in this long fails its decisions with `store_unavailable`. */
@@ -118,6 +156,8 @@ interface QueuedTake {
   capacity: number
   refillPerSecond: number
   cost: number
+  /** Tokens to lease with this decision (the first decision of its bucket in a call). */
+  extra: number
   resolve(decision: RateDecision): void
   reject(error: unknown): void
 }
@@ -132,11 +172,15 @@ export class RedisBuckets {
   /** Script calls not answered yet: while one is out, decisions queue for the next (bigger) call. */
   private inFlight = 0
   /** Script calls made and decisions in them, since open. */
-  private readonly counters = { calls: 0, takes: 0 }
+  private readonly counters = { calls: 0, takes: 0, leased: 0 }
+  private readonly leaseTokens: number
+  /** Per bucket key: the tokens leased, or (tokens 0) what Redis last said was left, to size the next lease. */
+  private readonly leases = new Map<string, TokenLease>()
 
   constructor(options: RedisBucketsOptions) {
     this.prefix = `${options.keyPrefix}rate:`
     this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS
+    this.leaseTokens = options.leaseTokens ?? 100
     this.client = openRedis(options.url, options.onError ?? (() => {}))
   }
 
@@ -155,10 +199,31 @@ export class RedisBuckets {
     if (!(capacity > 0) || !Number.isFinite(capacity)) return Promise.reject(new RangeError(`capacity must be a positive number, got ${capacity}`))
     if (!(refillPerSecond > 0) || !Number.isFinite(refillPerSecond)) return Promise.reject(new RangeError(`refillPerSecond must be a positive number, got ${refillPerSecond}`))
     if (!(cost >= 0) || !Number.isFinite(cost)) return Promise.reject(new RangeError(`cost must be a non-negative number, got ${cost}`))
+    const fullKey = this.prefix + key
+    const lease = this.leases.get(fullKey)
+    if (lease !== undefined && lease.tokens >= cost && lease.capacity === capacity && lease.refillPerSecond === refillPerSecond) {
+      if (Date.now() < lease.expiresAt) {
+        lease.tokens -= cost
+        this.counters.leased++
+        return Promise.resolve(decision(true, lease.redisTokens + lease.tokens, capacity, refillPerSecond, cost))
+      }
+      lease.tokens = 0
+    }
     return new Promise<RateDecision>((resolve, reject) => {
-      this.queue.push({ key: this.prefix + key, capacity, refillPerSecond, cost, resolve, reject })
+      this.queue.push({ key: fullKey, capacity, refillPerSecond, cost, extra: 0, resolve, reject })
       this.schedule()
     })
+  }
+
+  /**
+   * Tokens to lease with the first decision of a bucket in a call: an eighth of what Redis last said
+   * was left, at most `leaseTokens`, none below 2 (a nearly empty bucket decides one call at a time).
+   */
+  private leaseSize(key: string, capacity: number, refillPerSecond: number): number {
+    const last = this.leases.get(key)
+    if (this.leaseTokens === 0 || last === undefined || last.capacity !== capacity || last.refillPerSecond !== refillPerSecond) return 0
+    const size = Math.min(this.leaseTokens, Math.floor(last.redisTokens / 8))
+    return size >= 2 ? size : 0
   }
 
   private schedule(): void {
@@ -167,8 +232,8 @@ export class RedisBuckets {
     setImmediate(() => this.flush())
   }
 
-  /** Script calls and the decisions they carried since open (for tests and the bench). */
-  stats(): { calls: number; takes: number } {
+  /** Script calls, the decisions they carried, and decisions taken from leased tokens since open (for tests and the bench). */
+  stats(): { calls: number; takes: number; leased: number } {
     return { ...this.counters }
   }
 
@@ -176,6 +241,12 @@ export class RedisBuckets {
     this.scheduled = false
     const queued = this.queue
     this.queue = []
+    const leasing = new Set<string>()
+    for (const take of queued) {
+      if (leasing.has(take.key)) continue
+      leasing.add(take.key)
+      take.extra = this.leaseSize(take.key, take.capacity, take.refillPerSecond)
+    }
     for (let from = 0; from < queued.length; from += MAX_TAKES_PER_CALL) {
       this.inFlight++
       void this.send(queued.slice(from, from + MAX_TAKES_PER_CALL)).finally(() => {
@@ -186,13 +257,14 @@ export class RedisBuckets {
 
   private async send(batch: QueuedTake[]): Promise<void> {
     const keys = new Array<string>(batch.length)
-    const args = new Array<string>(batch.length * 3)
+    const args = new Array<string>(batch.length * 4)
     for (let i = 0; i < batch.length; i++) {
       const take = batch[i]!
       keys[i] = take.key
-      args[i * 3] = String(take.capacity)
-      args[i * 3 + 1] = String(take.refillPerSecond)
-      args[i * 3 + 2] = String(take.cost)
+      args[i * 4] = String(take.capacity)
+      args[i * 4 + 1] = String(take.refillPerSecond)
+      args[i * 4 + 2] = String(take.cost)
+      args[i * 4 + 3] = String(take.extra)
     }
     const options = { keys, arguments: args }
     let settled = false
@@ -227,9 +299,32 @@ export class RedisBuckets {
     settled = true
     this.counters.calls++
     this.counters.takes += batch.length
+    const answeredAt = Date.now()
     for (let i = 0; i < batch.length; i++) {
       const take = batch[i]!
-      take.resolve(decision(reply[i * 2] === 1, Number(reply[i * 2 + 1]), take.capacity, take.refillPerSecond, take.cost))
+      const tokens = Number(reply[i * 3 + 1])
+      const leased = Number(reply[i * 3 + 2])
+      this.remember(take, tokens, leased, answeredAt)
+      take.resolve(decision(reply[i * 3] === 1, tokens + leased, take.capacity, take.refillPerSecond, take.cost))
+    }
+  }
+
+  /** Keeps what Redis said of a bucket: the tokens it leased (replacing an older lease's), and what it has left. */
+  private remember(take: QueuedTake, redisTokens: number, leased: number, at: number): void {
+    const lease = this.leases.get(take.key)
+    if (lease === undefined) {
+      if (this.leases.size >= MAX_LEASED_BUCKETS) this.leases.clear()
+      this.leases.set(take.key, { tokens: leased, expiresAt: at + TOKEN_LEASE_MS, redisTokens, capacity: take.capacity, refillPerSecond: take.refillPerSecond })
+      return
+    }
+    lease.redisTokens = redisTokens
+    lease.capacity = take.capacity
+    lease.refillPerSecond = take.refillPerSecond
+    if (take.extra > 0) {
+      // A new lease replaces what is left of the older one (fewer tokens than a decision needed):
+      // every leased token is spent within TOKEN_LEASE_MS of leaving Redis.
+      lease.tokens = leased
+      lease.expiresAt = at + TOKEN_LEASE_MS
     }
   }
 

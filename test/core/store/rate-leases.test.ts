@@ -1,0 +1,72 @@
+/**
+ * Rate-limit token leases of the shared engine (core/store/shared/redis-buckets.ts) on a real Redis:
+ * most decisions of a roomy bucket need no Redis call, leased tokens expire, and no number of
+ * instances admits more than the bucket holds.
+ */
+import t from 'tap'
+import { randomBytes } from 'node:crypto'
+import { openSharedStore, type SharedStore } from '../../../core/store/shared/index.ts'
+import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+t.test('rate-limit token leases', async (t) => {
+  if (!(await needServers(t))) return
+  const schema = freshSchema(t)
+  const keyPrefix = freshPrefix(t)
+  const open = async (rateLeaseTokens?: number): Promise<SharedStore> => {
+    const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, poolSize: 2, rateLeaseTokens })
+    t.teardown(() => store.close())
+    return store
+  }
+  const [a, b] = await Promise.all([open(), open()])
+
+  t.test('a roomy bucket: most decisions come from leased tokens, without a call', async (t) => {
+    const key = `roomy-${randomBytes(3).toString('hex')}`
+    const before = a.rateStats()
+    for (let i = 0; i < 200; i++) t.ok((await a.takeToken(key, 100_000, 1)).allowed)
+    const after = a.rateStats()
+    t.ok(after.calls - before.calls <= 5, `200 decisions, ${after.calls - before.calls} script calls`)
+    t.ok(after.leased - before.leased >= 190, `${after.leased - before.leased} decided from leased tokens`)
+    const decision = await a.takeToken(key, 100_000, 1)
+    t.ok(decision.remaining > 99_000 && decision.remaining < 100_000, `remaining is the bucket's, leased tokens counted as left (${decision.remaining})`)
+  })
+
+  t.test('leased tokens expire: after 250 ms the next decision asks Redis again', async (t) => {
+    const key = `expiring-${randomBytes(3).toString('hex')}`
+    await a.takeToken(key, 100_000, 1)
+    await a.takeToken(key, 100_000, 1) // takes the lease
+    await sleep(300)
+    const before = a.rateStats()
+    await a.takeToken(key, 100_000, 1)
+    t.equal(a.rateStats().calls - before.calls, 1, 'one script call')
+  })
+
+  t.test('two instances never admit more than the bucket holds', async (t) => {
+    const key = `tight-${randomBytes(3).toString('hex')}`
+    const capacity = 200
+    // Refill negligible over the test (1 token per 1,000 s).
+    const take = (store: SharedStore) => store.takeToken(key, capacity, 0.001).then((d) => d.allowed)
+    let admitted = 0
+    let refusedInARow = 0
+    for (let round = 0; refusedInARow < 6 && round < 2000; round++) {
+      const answers = await Promise.all([take(a), take(b), take(a), take(b)])
+      const passed = answers.filter(Boolean).length
+      admitted += passed
+      refusedInARow = passed === 0 ? refusedInARow + 1 : 0
+    }
+    t.ok(admitted <= capacity, `admitted ${admitted} <= ${capacity}`)
+    // Leased tokens an instance did not spend before the bucket ran dry are lost (at most an eighth
+    // of what was left at each lease); the last tokens go one decision at a time.
+    t.ok(admitted >= capacity * 0.9, `admitted ${admitted} >= 90% of ${capacity}`)
+  })
+
+  t.test('rateLeaseTokens 0: every decision is a Redis decision', async (t) => {
+    const c = await open(0)
+    const key = `unleased-${randomBytes(3).toString('hex')}`
+    const before = c.rateStats()
+    for (let i = 0; i < 20; i++) await c.takeToken(key, 100_000, 1)
+    t.equal(c.rateStats().calls - before.calls, 20)
+    t.equal(c.rateStats().leased - before.leased, 0)
+  })
+})
