@@ -52,6 +52,21 @@ const DECLARE = `
   lx numeric;
 `
 
+/** Appends lease `lid` (its project, period, charged and recall given as SQL expressions) to the batch's cache. */
+function cacheLease(project: string, period: string, charged: string, recall: string, indent: string): string {
+  return [
+    `l_id := array_append(l_id, lid);`,
+    `l_project := array_append(l_project, ${project});`,
+    `l_period := array_append(l_period, ${period});`,
+    `l_charged := array_append(l_charged, ${charged});`,
+    `l_recall := array_append(l_recall, ${recall});`,
+    `l_ended := array_append(l_ended, false);`,
+    `l_dirty := array_append(l_dirty, false);`,
+  ]
+    .map((line) => indent + line)
+    .join('\n')
+}
+
 /** Finds lease `lid` of this owner in the batch's cache, locking and caching it at first touch; `j` is NULL when it is not a live lease. */
 const FIND_LEASE = `
       j := array_position(l_id, lid);
@@ -59,13 +74,7 @@ const FIND_LEASE = `
         SELECT project_id, period, charged, recall INTO lp, le, lc, lr FROM credit_holds
         WHERE id = lid AND state = 'pending' AND owner = owner_id AND api_type = 'lease' FOR UPDATE;
         IF FOUND THEN
-          l_id := array_append(l_id, lid);
-          l_project := array_append(l_project, lp);
-          l_period := array_append(l_period, le);
-          l_charged := array_append(l_charged, lc);
-          l_recall := array_append(l_recall, lr);
-          l_ended := array_append(l_ended, false);
-          l_dirty := array_append(l_dirty, false);
+${cacheLease('lp', 'le', 'lc', 'lr', '          ')}
           j := array_length(l_id, 1);
         END IF;
       ELSIF l_ended[j] THEN
@@ -111,13 +120,7 @@ ${FIND_LEASE}
           VALUES (lid, p, e, 'lease', x, x, 'pending', owner_id)
           ON CONFLICT (id) DO NOTHING;
           IF FOUND THEN
-            l_id := array_append(l_id, lid);
-            l_project := array_append(l_project, p);
-            l_period := array_append(l_period, e);
-            l_charged := array_append(l_charged, x);
-            l_recall := array_append(l_recall, false);
-            l_ended := array_append(l_ended, false);
-            l_dirty := array_append(l_dirty, false);
+${cacheLease('p', 'e', 'x', 'false', '            ')}
             res := jsonb_build_array(x, b_used[k] + b_pending[k] + x, b_granted[k], 0);
           ELSE
             -- The id names a lease that was ended or reaped: the caller starts a new one.
