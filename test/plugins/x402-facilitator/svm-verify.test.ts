@@ -2,7 +2,9 @@
  * Solana verify on the local SVM: official client payments (v1, v2) are valid; every attack of
  * anchors-2.md §1 and every malformed payload is refused with its code. Parity: each case also
  * goes through the official @x402/svm facilitator on the same SVM; verdicts agree except where
- * ours is stricter on purpose (`stricter: true`, listed in plugins/x402-facilitator/README.md).
+ * ours is stricter on purpose (`stricter: true`), and where both refuse so do the reason codes,
+ * except where they differ on purpose (`officialReason`). Both lists are in
+ * plugins/x402-facilitator/README.md.
  */
 import t from 'tap'
 import type { Address } from '@solana/kit'
