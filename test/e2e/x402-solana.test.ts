@@ -2,7 +2,8 @@
  * The Solana facilitator through a real gateway process (examples/config/x402.yaml) against the
  * local SVM: supported with the fee payer, the official @x402/svm client's payments (v1, v2)
  * verified and settled with balances checked on the SVM, malformed bodies as 400, auth and
- * credits as on the EVM routes, and solana/mainnet (no RPC URL) answering 501.
+ * credits as on the EVM routes, the rate limit's 429 (a small bucket here), and solana/mainnet (no
+ * RPC URL) answering 501.
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
@@ -11,7 +12,9 @@ import { call, x402Config } from '../helpers/x402.ts'
 import { officialBody, price, startSvmFixture } from '../plugins/x402-facilitator/svm-helpers.ts'
 
 const fresh = (name: string) => `xk_${name}_${randomBytes(10).toString('hex')}`
-const KEY = { x402: fresh('x402'), mirror: fresh('mirror'), tiny: fresh('tiny') }
+const KEY = { x402: fresh('x402'), mirror: fresh('mirror'), tiny: fresh('tiny'), limited: fresh('limited') }
+/** The x402 bucket, per project, refill ~0: above the ~20 calls any other project makes here. */
+const BUCKET = 30
 
 const f = await startSvmFixture()
 let gw: GatewayProcess
@@ -21,8 +24,11 @@ t.before(async () => {
     { id: 'payments', key: KEY.x402, scopes: ['x402'], allocation: 100000 },
     { id: 'mirror-only', key: KEY.mirror, scopes: ['mirror'] },
     { id: 'tiny', key: KEY.tiny, scopes: ['x402'], allocation: 3 },
+    { id: 'limited', key: KEY.limited, scopes: ['x402'], allocation: 100000 },
   ]
-  gw = await startGatewayProcess(x402Config(projects), {
+  const config = x402Config(projects, (text) => text.replace(/capacity: \d+, refillPerSecond: \d+, bucket: x402 }/, `capacity: ${BUCKET}, refillPerSecond: 0.001, bucket: x402 }`))
+  gw = await startGatewayProcess(config, {
+    startTimeoutMs: 90_000, // tsx compiles slowly on a loaded machine
     env: {
       TOLLGATE_PORT: '0', TOLLGATE_ADMIN_PORT: '0', MIRROR_TESTNET_URL: 'http://127.0.0.1:9',
       // No EVM chain here: base/testnet is unreachable (503), which leaves Solana unaffected.
@@ -109,4 +115,16 @@ t.test('auth and credits apply as on the EVM routes; solana/mainnet answers 501'
   t.match(exhausted.json(), { code: 'credits_exhausted' })
   const mainnet = await call(at('supported', KEY.x402, 'solana/mainnet'))
   t.same([mainnet.status, mainnet.json()], [501, { code: 'network_not_configured', error: 'solana/mainnet is not configured on this gateway' }])
+})
+
+t.test('a Solana path answers 429 once the project\'s rate-limit bucket is empty', async (t) => {
+  const statuses: number[] = []
+  for (let i = 0; i < BUCKET; i++) statuses.push((await call(at('supported', KEY.limited))).status)
+  t.same(statuses, Array(BUCKET).fill(200), `the first ${BUCKET} calls pass`)
+  const refused = await call(at('verify', KEY.limited), { body: await officialBody(f, 2) })
+  t.equal(refused.status, 429)
+  t.match(refused.json(), { code: 'rate_limited' })
+  t.ok(Number(refused.headers['retry-after']) > 0, 'with Retry-After')
+  t.equal((await call(at('health', KEY.limited))).status, 429, 'every endpoint of the route')
+  t.equal((await call(at('health'))).status, 200, 'another project has its own bucket')
 })

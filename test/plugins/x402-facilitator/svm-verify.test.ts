@@ -2,7 +2,9 @@
  * Solana verify on the local SVM: official client payments (v1, v2) are valid; every attack of
  * anchors-2.md §1 and every malformed payload is refused with its code. Parity: each case also
  * goes through the official @x402/svm facilitator on the same SVM; verdicts agree except where
- * ours is stricter on purpose (`stricter: true`, listed in plugins/x402-facilitator/README.md).
+ * ours is stricter on purpose (`stricter: true`), and where both refuse so do the reason codes,
+ * except where they differ on purpose (`officialReason`). Both lists are in
+ * plugins/x402-facilitator/README.md.
  */
 import t from 'tap'
 import type { Address } from '@solana/kit'
@@ -19,6 +21,11 @@ interface Case {
   reason: string | null
   /** Ours refuses what the official facilitator accepts. */
   stricter?: boolean
+  /**
+   * Both refuse, under different codes on purpose: the official facilitator's code (ours is
+   * `reason`). Listed in plugins/x402-facilitator/README.md with the stricter cases.
+   */
+  officialReason?: string
   /** Skip the parity run (the official facilitator cannot judge it, e.g. a body its types reject). */
   noParity?: boolean
 }
@@ -61,6 +68,8 @@ const cases: Case[] = [
       return bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), ix.memo()], { lookupTables: { [devAccount('missing table').address]: [payeeAta] } }))
     },
     reason: 'invalid_exact_svm_payload_address_lookup_table_unresolved',
+    // Its smart-wallet code (with the missing address after ': '); ours serves no smart wallets.
+    officialReason: 'invalid_exact_svm_smart_wallet_alt_resolution_failed',
   },
   {
     name: 'an extra required signer',
@@ -73,7 +82,7 @@ const cases: Case[] = [
   { name: 'wrong mint', body: async (f) => bodyV2(f, await craft(f, await standard(f, { mint: f.local.mint2022, program: 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb' as Address }))), reason: 'invalid_exact_svm_payload_mint_mismatch' },
   { name: 'wrong destination (the payer\'s own account)', body: async (f) => bodyV2(f, await craft(f, await standard(f, { destinationOwner: f.payer.address }))), reason: 'invalid_exact_svm_payload_recipient_mismatch' },
   { name: 'amount one less', body: async (f) => bodyV2(f, await craft(f, await standard(f, { amount: 9_999n }))), reason: 'invalid_exact_svm_payload_amount_mismatch' },
-  { name: 'wrong decimals', body: async (f) => bodyV2(f, await craft(f, await standard(f, { decimals: 9 }))), reason: 'invalid_exact_svm_payload_decimals_mismatch' },
+  { name: 'wrong decimals', body: async (f) => bodyV2(f, await craft(f, await standard(f, { decimals: 9 }))), reason: 'invalid_exact_svm_payload_decimals_mismatch', officialReason: 'invalid_exact_svm_transaction_simulation_failed' },
   { name: 'unknown fourth instruction', body: async (f) => bodyV2(f, await craft(f, [ix.limit(), ix.price(), await ix.transfer(f), { ...ix.limit(), programAddress: 'Stake11111111111111111111111111111111111111' as Address }])), reason: 'invalid_exact_svm_payload_unknown_fourth_instruction' },
   { name: 'two instructions only', body: async (f) => bodyV2(f, await craft(f, [ix.limit(), await ix.transfer(f)])), reason: 'invalid_exact_svm_payload_transaction_instructions_length' },
   { name: 'compute price first', body: async (f) => bodyV2(f, await craft(f, [ix.price(), ix.limit(), await ix.transfer(f), ix.memo()])), reason: 'invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction' },
@@ -113,6 +122,9 @@ const cases: Case[] = [
   { name: 'body is an array', body: async () => [], status: 400, reason: 'invalid_payload', noParity: true },
 ]
 
+/** The official facilitator sometimes appends details after the code (`<code>: <message>`). */
+const codeOf = (reason: string | undefined) => reason?.split(': ')[0]
+
 const stricterSeen: string[] = []
 for (const c of cases) {
   t.test(c.name, async (t) => {
@@ -126,8 +138,12 @@ for (const c of cases) {
     if (c.stricter) {
       stricterSeen.push(c.name)
       t.equal(official.isValid, true, `the official facilitator accepts it (${official.invalidReason ?? 'valid'}); ours is stricter on purpose`)
-    } else {
-      t.equal(official.isValid, answer.isValid, `the official facilitator agrees (${official.invalidReason ?? 'valid'})`)
+      return
+    }
+    t.equal(official.isValid, answer.isValid, `the official facilitator agrees (${official.invalidReason ?? 'valid'})`)
+    // Where both refuse, the code is part of the verdict: the same one, or the one marked.
+    if (!answer.isValid) {
+      t.equal(codeOf(official.invalidReason), c.officialReason ?? c.reason, c.officialReason ? `the official code differs on purpose (ours ${c.reason})` : 'the same code')
     }
   })
 }
@@ -137,4 +153,7 @@ t.test('an expired blockhash is refused before simulation', async (t) => {
   f.local.expireBlockhash()
   const { body: answer } = await f.facilitator.verify(body)
   t.equal(answer.invalidReason, 'invalid_exact_svm_payload_blockhash_expired')
+  // Parity: the official facilitator refuses it too, in its simulation, under that code.
+  const official = await officialVerdict(f, body)
+  t.same([official.isValid, codeOf(official.invalidReason)], [false, 'invalid_exact_svm_transaction_simulation_failed'], `the official code differs on purpose (${official.invalidReason})`)
 })
