@@ -10,8 +10,9 @@
  * → SetComputeUnitPrice (≤ cap) → TransferChecked (Token / Token-2022, no multisig) → authority is
  * not ours → mint → token program and decimals (stricter) → destination = ATA(payTo) → amount →
  * extras are Lighthouse or Memo → memo → fee payer in no instruction's accounts and no program
- * (stricter: official checks only the authority) → blockhash still valid (stricter) → co-signed
- * simulation with signature verification.
+ * (stricter: official checks only the authority) → co-signed simulation with signature
+ * verification, whose `BlockhashNotFound` is answered as its own reason, `…_blockhash_expired`
+ * (the official facilitator reports it as a failed simulation); no separate RPC call for it.
  */
 import { associatedTokenAccount, TOKEN_2022_PROGRAM, TOKEN_PROGRAM } from './ata.ts'
 import type { SvmContext } from './context.ts'
