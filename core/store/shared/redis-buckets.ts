@@ -10,7 +10,8 @@
  * both sides); a call that fails or times out fails the decisions queued behind it too.
  *
  * Token leases: the first decision of a bucket in a call also takes up to `leaseTokens` more tokens
- * (an eighth of what Redis last said was left, none when that is under 16) if the bucket has them;
+ * (an eighth of what Redis last said was left and no more than the bucket refills in 250 ms; none
+ * below 2, so small or slow buckets are decided one decision at a time) if the bucket has them;
  * this instance then admits decisions from them without a call, for at most {@link TOKEN_LEASE_MS}.
  * Leased tokens left the bucket in Redis, so no instance can admit more than the bucket held: in any
  * window of `w` seconds all instances together admit at most `capacity + refillPerSecond × (w +
@@ -217,12 +218,14 @@ export class RedisBuckets {
 
   /**
    * Tokens to lease with the first decision of a bucket in a call: an eighth of what Redis last said
-   * was left, at most `leaseTokens`, none below 2 (a nearly empty bucket decides one call at a time).
+   * was left, at most `leaseTokens` and at most what the bucket refills in {@link TOKEN_LEASE_MS}
+   * (so tokens a lease drops unused are no more than the bucket gains meanwhile), none below 2: a
+   * nearly empty or slowly refilled bucket decides one decision at a time, exactly.
    */
   private leaseSize(key: string, capacity: number, refillPerSecond: number): number {
     const last = this.leases.get(key)
     if (this.leaseTokens === 0 || last === undefined || last.capacity !== capacity || last.refillPerSecond !== refillPerSecond) return 0
-    const size = Math.min(this.leaseTokens, Math.floor(last.redisTokens / 8))
+    const size = Math.min(this.leaseTokens, Math.floor(last.redisTokens / 8), Math.floor((refillPerSecond * TOKEN_LEASE_MS) / 1000))
     return size >= 2 ? size : 0
   }
 
