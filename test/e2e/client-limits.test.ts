@@ -4,7 +4,8 @@
  * - A body that trickles in may not hold a socket for the whole `requestTimeoutMs` (300 s): a
  *   route whose body cap is small gets `server.limits.bodyTimeoutMs`, read by the core or streamed
  *   to the upstream alike; past it 408 `request_timeout`, nothing charged, connection closed.
- * - Requests the HTTP parser refuses (400, 431) get an access line, without anything of the path.
+ * - Requests the HTTP parser refuses (400, 431, and 408 for a head not received in time) get an
+ *   access line, without anything of the path.
  * - Access lines carry the client IP and a bounded user agent; 4xx log at warn, 5xx at error.
  */
 import t from 'tap'
@@ -162,6 +163,59 @@ t.test('requests the parser refuses get an access line, without the key', async 
   const big = JSON.parse(await gw.waitFor(/"status":431/))
   t.match(big, { level: 'warn', status: 431, path: '-', error: 'headers_too_large', parserError: 'HPE_HEADER_OVERFLOW' })
   t.notOk(gw.output.slice(seen).some((line) => line.includes(KEY)), 'the key is in no line')
+})
+
+t.test('a request head not received in time is answered 408 and gets an access line, without the key', async (t) => {
+  // The smallest timeouts the config allows (1 ms; 0 would mean no limit), on a gateway of its own so
+  // no other test's requests are cut. Node checks the deadlines every second
+  // (connectionsCheckingInterval), so the refusal comes within about a second of the partial head.
+  const slow = await startGatewayProcess(
+    `version: 1
+server:
+  listen: { host: 127.0.0.1, port: 0 }
+  limits: { headersTimeoutMs: 1, requestTimeoutMs: 1 }
+admin: { listen: { host: 127.0.0.1, port: 0 }, tokenHash: ${hashCredential(ADMIN_TOKEN)} }
+store: { dataDir: '{{DIR}}/data' }
+log: { level: info }
+watch: false
+projects:
+  - id: limited
+    scopes: [events]
+    keys:
+      - { label: default, hash: ${hashCredential(KEY)} }
+routes:
+  - name: events-create
+    methods: [POST]
+    path: /events/ledger/create/:item/:apiKey
+    apiType: EVENTS
+    handler: { name: events, config: { operation: create } }
+    plugins:
+      - { name: key-in-path-auth, config: { param: apiKey, scope: events } }
+`,
+    { startTimeoutMs: 90_000 },
+  )
+  t.teardown(() => slow.stop('SIGKILL'))
+  const seen = slow.output.length
+  const started = Date.now()
+  // A head cut short after its first header line, the key in the path and in a header; then silence.
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(new URL(slow.url).port), '127.0.0.1')
+    let read = ''
+    socket.setTimeout(15000, () => socket.destroy(new Error(`no close within 15 s; read:\n${read}`)))
+    socket.on('connect', () => socket.write(`POST /events/ledger/create/contract/${KEY} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: ${KEY}\r\n`))
+    socket.on('data', (chunk) => (read += chunk.toString('latin1')))
+    socket.on('error', reject)
+    socket.on('close', () => resolve(read))
+  })
+  const ms = Date.now() - started
+  t.match(text, /^HTTP\/1\.1 408 /, 'answered 408')
+  t.match(text, /"code":"request_timeout"/)
+  t.match(text, /connection: close/i)
+  t.ok(ms < 5000, `closed after ${ms} ms`)
+  const line = JSON.parse(await slow.waitFor(/"status":408/))
+  t.match(line, { level: 'warn', route: '-', method: '-', status: 408, path: '-', ip: '127.0.0.1', error: 'request_timeout', parserError: 'ERR_HTTP_REQUEST_TIMEOUT' })
+  t.notOk(slow.output.slice(seen).some((output) => output.includes(KEY)), 'the key is in no line')
+  t.notOk(text.includes(KEY), 'nor in the answer')
 })
 
 t.test('access lines: client ip, bounded user agent, level by status', async (t) => {
