@@ -3,6 +3,8 @@
  * plugin's own schema (so errors name the plugin); {@link composeSchema} merges both for editors.
  */
 import type { JsonSchema, PluginDefinition } from '../plugin.ts'
+import { storeSchema } from './store-schema.ts'
+import { workstationsSchema } from './workstations-schema.ts'
 
 const listen = (port: number, what: string): JsonSchema => ({
   type: 'object',
@@ -326,104 +328,8 @@ export const coreSchema: JsonSchema = {
         },
       },
     },
-    workstations: {
-      type: 'object',
-      additionalProperties: false,
-      description: 'Cloud workstations (core/workstations): one per project whose features.workstation is on. Absent: the service is off.',
-      properties: {
-        driver: { enum: ['process', 'docker'], default: 'process', description: 'process: a terminal server per project on loopback, in a working directory under dir. docker: a container per project through the Docker Engine API (see docker).' },
-        docker: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['image', 'containerPort'],
-          description: 'driver docker: the engine and the workstation image.',
-          properties: {
-            socketPath: { type: 'string', default: '/var/run/docker.sock', description: "The Docker engine's unix socket." },
-            image: { type: 'string', minLength: 1, description: 'Image of the workstation server (a terminal or editor listening on containerPort).' },
-            containerPort: { type: 'integer', minimum: 1, maximum: 65535, description: 'Port the image listens on; published on 127.0.0.1 at a port the engine picks.' },
-            homePath: { type: 'string', default: '/home/workstation', description: "Mount point of the project's volume in the container." },
-          },
-        },
-        dir: { type: 'string', default: './data/workstations', description: 'Parent of the per-project working directories, relative to gateway.yaml.' },
-        creditsPerMinute: { type: 'integer', minimum: 0, default: 1, description: "Credits charged to the project per started minute of running time (api type `workstation`)." },
-        idleStopMinutes: { type: 'number', minimum: 0, default: 30, description: 'Stop a ready workstation after this long without traffic through the gateway (0 = never).' },
-        startTimeoutSeconds: { type: 'integer', minimum: 1, default: 90, description: 'Provisioning or starting longer than this ends in failed.' },
-        stopTimeoutSeconds: { type: 'integer', minimum: 1, default: 60, description: 'Stopping or deleting longer than this ends in failed.' },
-        publicUrl: { type: 'string', pattern: '^https?://', description: 'Base URL browsers reach the public listener at (OIDC redirect, Open button); default: from the Host header.' },
-        oidc: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['issuer', 'clientId'],
-          description: 'The OpenID Connect provider whose accounts are linked to workstation owners.',
-          properties: {
-            issuer: { type: 'string', pattern: '^https?://', description: 'Issuer URL (its /.well-known/openid-configuration is read).' },
-            clientId: { type: 'string', minLength: 1, description: 'Client id registered at the provider.' },
-            clientSecret: { type: 'string', description: 'Client secret, e.g. ${OIDC_CLIENT_SECRET}; omit for a public client (PKCE only).' },
-          },
-        },
-      },
-    },
-    store: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      description: 'Where state lives: the embedded SQLite engine (one instance), or the shared engine (PostgreSQL + Redis, any number of instances).',
-      properties: {
-        engine: {
-          enum: ['sqlite', 'shared'],
-          default: 'sqlite',
-          description: 'sqlite: embedded SQLite (WAL) under dataDir, one gateway process. shared: PostgreSQL (credits, usage, documents) and Redis (rate-limit buckets), shared by every instance.',
-        },
-        dataDir: { type: 'string', default: './data', description: 'sqlite engine: directory of the database, relative to gateway.yaml.' },
-        postgres: {
-          type: 'string',
-          pattern: '^postgres(ql)?://',
-          description: 'shared engine: PostgreSQL URL, e.g. ${DATABASE_URL} (postgres://user@host:5432/db). The source of truth for credits, usage and documents.',
-        },
-        redis: {
-          type: 'string',
-          pattern: '^rediss?://',
-          description: 'shared engine: Redis URL, e.g. ${REDIS_URL} (redis://host:6379, a database number may follow: /3). Holds rate-limit buckets only.',
-        },
-        schema: {
-          type: 'string',
-          pattern: '^[A-Za-z_][A-Za-z0-9_]{0,62}$',
-          default: 'public',
-          description: 'shared engine: PostgreSQL schema of the tables; created and migrated at start and by `tollgate migrate`.',
-        },
-        keyPrefix: {
-          type: 'string',
-          pattern: '^[A-Za-z0-9_.:{}-]{0,64}$',
-          default: 'tollgate:',
-          description: 'shared engine: prefix of every Redis key, so several gateways (or tests) can share one Redis.',
-        },
-        poolSize: { type: 'integer', minimum: 1, maximum: 100, default: 10, description: 'shared engine: most PostgreSQL connections per instance.' },
-        instanceTimeoutMs: {
-          type: 'integer',
-          minimum: 200,
-          default: 10000,
-          description: 'shared engine: an instance that has not reached PostgreSQL for this long is taken for dead, and its pending credit reservations are released by the others.',
-        },
-        leaseCredits: {
-          type: 'integer',
-          minimum: 0,
-          maximum: 1000000,
-          default: 100,
-          description:
-            'shared engine: most credits an instance takes from a project\'s balance at a time (a lease), so that it admits requests without a PostgreSQL round trip; each charge is still written to PostgreSQL before its answer. A lease takes at most an eighth of what is left, and a request is refused only once no other instance holds unused leased credits, so refusals stay exact. 0 = one PostgreSQL reservation per request.',
-        },
-        rateLeaseTokens: {
-          type: 'integer',
-          minimum: 0,
-          maximum: 1000000,
-          default: 100,
-          description:
-            'shared engine: most rate-limit tokens an instance takes from a Redis bucket ahead of its decisions (at most an eighth of what is left, spent within 250 ms or dropped), so that most decisions need no Redis call. No bucket admits more than it holds; a window of w seconds admits at most capacity + rate × (w + 0.25 s). 0 = one Redis decision per request.',
-        },
-      },
-      if: { properties: { engine: { const: 'shared' } }, required: ['engine'] },
-      then: { required: ['postgres', 'redis'] },
-    },
+    workstations: workstationsSchema,
+    store: storeSchema,
     log: {
       type: 'object',
       additionalProperties: false,

@@ -278,7 +278,7 @@ export class CreditLeases {
     this.holds.set(id, { id, lease, apiType, amount, state: 'pending', createdAt: this.clock() })
     // Refilled ahead, while this request runs, so the next ones do not wait for a round trip.
     if (lease.free < this.size / 2 && lease.topUp === undefined) this.topUp(lease, allocation, 0).catch(() => {})
-    return { ok: true, balance: toBalance(projectId, period, allocation, lease.seenUsed + lease.drawnSinceSeen + this.heldFor(projectId, period), lease.seenGranted) }
+    return { ok: true, balance: toBalance(projectId, period, allocation, lease.seenUsed + lease.drawnSinceSeen + (this.heldByKey.get(lease.key) ?? 0), lease.seenGranted) }
   }
 
   private heldFor(projectId: string, period: string): number {
