@@ -12,6 +12,7 @@ import { periodKey } from '../../core/store/periods.ts'
 import { openSqliteStore } from '../../core/store/sqlite.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
+import { meteredRpcYaml } from '../helpers/metered-rpc-yaml.ts'
 
 const KEY = `tk_load_${randomBytes(12).toString('hex')}`
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
@@ -31,17 +32,7 @@ projects:
     scopes: [rpc]
     credits: { allocation: ${ALLOCATION[project]}, period: month }
     keys: [{ hash: ${hashCredential(KEY)} }]
-upstreams:
-  echo: { url: '${up.url}', connections: 256 }
-routes:
-  - name: metered
-    path: /rpc/:apiKey/*rest
-    rewrite: /*rest
-    upstream: echo
-    plugins:
-      - { name: key-in-path-auth, config: { scope: rpc } }
-      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
-`
+` + meteredRpcYaml({ upstreamUrl: up.url, cost: 1, routeName: 'metered', connections: 256 })
 }
 
 async function balance(gw: GatewayProcess, project: string): Promise<{ period: string; used: number; remaining: number }> {

@@ -17,6 +17,7 @@ import { openSqliteStore } from '../../core/store/sqlite.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { tempDir } from '../helpers/temp.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
+import { meteredRpcYaml } from '../helpers/metered-rpc-yaml.ts'
 
 const KEY = { acme: `tk_a_${randomBytes(12).toString('hex')}`, beta: `tk_b_${randomBytes(12).toString('hex')}` }
 
@@ -38,17 +39,7 @@ projects:
     scopes: [rpc]
     credits: { allocation: 50, period: day }
     keys: [{ label: main, hash: ${hashCredential(KEY.beta)} }]
-upstreams:
-  echo: { url: '${up.url}' }
-routes:
-  - name: rpc
-    path: /rpc/:apiKey/*rest
-    rewrite: /*rest
-    upstream: echo
-    plugins:
-      - { name: key-in-path-auth, config: { scope: rpc } }
-      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 3 } }
-`
+` + meteredRpcYaml({ upstreamUrl: up.url, cost: 3 })
 }
 
 t.test('dashboard pages with real sessions: who sees what', async (t) => {

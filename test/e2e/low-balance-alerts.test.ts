@@ -16,6 +16,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts'
 import { tempDir } from '../helpers/temp.ts'
+import { meteredRpcYaml } from '../helpers/metered-rpc-yaml.ts'
 
 const KEY = `tk_alert_${randomBytes(12).toString('hex')}`
 const KEY_B = `tk_alertb_${randomBytes(12).toString('hex')}`
@@ -54,17 +55,7 @@ projects:
       thresholds: [{ remaining: 3 }]
       retryBaseMs: 100
       maxAttempts: 3
-upstreams:
-  echo: { url: '${up.url}' }
-routes:
-  - name: rpc
-    path: /rpc/:apiKey/*rest
-    rewrite: /*rest
-    upstream: echo
-    plugins:
-      - { name: key-in-path-auth, config: { scope: rpc } }
-      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
-`
+` + meteredRpcYaml({ upstreamUrl: up.url, cost: 1 })
 }
 
 async function calls(gw: GatewayProcess, key: string, n: number, path = 'ok'): Promise<number[]> {
@@ -222,17 +213,7 @@ projects:
     credits: { allocation: 2, refill: { interval: month, day: ${refillDay} } }
     keys: [{ hash: ${hashCredential(KEY)} }]
     alerts: { url: '${hook.url}', secret: '\${ALERT_SECRET}', thresholds: [{ percent: 50 }] }
-upstreams:
-  echo: { url: '${up.url}' }
-routes:
-  - name: rpc
-    path: /rpc/:apiKey/*rest
-    rewrite: /*rest
-    upstream: echo
-    plugins:
-      - { name: key-in-path-auth, config: { scope: rpc } }
-      - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
-`
+` + meteredRpcYaml({ upstreamUrl: up.url, cost: 1 })
   const dir = tempDir('tollgate-alerts-refill-')
   const gw = await startGatewayProcess(text.replaceAll('{{DIR}}', dir), { dir, env: { ALERT_SECRET: SECRET }, startTimeoutMs: 90_000 })
   t.teardown(async () => {
