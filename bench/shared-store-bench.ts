@@ -7,6 +7,12 @@
  *    of the gateway process, from /proc), rounds interleaved, medians, and shared / embedded.
  *    Targets (issue 13): CPU per request <= 1.3x embedded; req/s >= 0.6x embedded with PostgreSQL and
  *    Redis on the same 2 cores.
+ *    Then the same two gateways at one evenly paced rate below either's limit (`--paced-share` of the
+ *    shared engine's median req/s, default 0.5; bench/lib/paced.ts): gateway CPU per request at
+ *    equal load. At saturation, CPU per request is the busy share over req/s, so the two targets are
+ *    coupled there (a gateway that serves fewer req/s on a full core spends more per request by
+ *    definition, and every request then meets a busier machine); at equal load it is the work per
+ *    request alone.
  * 2. Reserve + commit pairs per second against PostgreSQL alone (the shared engine's credit ledger,
  *    no gateway), with 1 and 50 pairs in flight, with credit leases (the default: a reservation
  *    needs no round trip, a commit one) and without (`leaseCredits: 0`: one round trip each).
@@ -15,6 +21,7 @@
  *       [--postgres URL] [--redis URL]      (defaults: $DATABASE_URL / $REDIS_URL, else 127.0.0.1)
  *       [--profile DIR]                     (gateways run with --cpu-prof into DIR)
  *       [--no-pairs]                        (skip part 2)
+ *       [--paced-share F]                   (equal-load rate as a share of the shared req/s; 0 skips it)
  *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
  *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
  *
@@ -39,6 +46,7 @@ import pg from 'pg'
 import { createClient } from 'redis'
 import { openSharedStore } from '../core/store/shared/index.ts'
 import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.ts'
+import { runPaced } from './lib/paced.ts'
 import { coreBusy, coreTimes, cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
@@ -55,6 +63,7 @@ const { values } = parseArgs({
     redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
     profile: { type: 'string' },
     'no-pairs': { type: 'boolean', default: false },
+    'paced-share': { type: 'string', default: '0.5' },
     'lease-credits': { type: 'string' },
     'servers-anywhere': { type: 'boolean', default: false },
   },
@@ -63,6 +72,8 @@ const seconds = bounded('seconds', values.seconds, 1, 600)
 const rounds = bounded('rounds', values.rounds, 1, 20)
 const pairs = bounded('pairs', values.pairs, 10, 1_000_000)
 const leaseSetting = values['lease-credits'] === undefined ? '' : `, leaseCredits: ${bounded('lease-credits', values['lease-credits'], 0, 1_000_000)}`
+const pacedShare = Number(values['paced-share'])
+if (!(pacedShare >= 0 && pacedShare <= 1)) throw new Error(`--paced-share must be a number in [0, 1], got ${values['paced-share']}`)
 const connections = bounded('connections', values.connections, 1, 1000)
 const schema = `tg_bench_${randomBytes(4).toString('hex')}`
 const keyPrefix = `tgbench:${randomBytes(4).toString('hex')}:`
@@ -130,6 +141,7 @@ try {
   const rpsRatio = median(shared.rps) / median(embedded.rps)
   const cpuRatio = median(shared.cpuPerRequest) / median(embedded.cpuPerRequest)
   console.log(`\nshared / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request ${cpuRatio.toFixed(2)}× (target <= 1.3×)`)
+  if (pacedShare > 0) await equalLoad(engines, Math.round(median(shared.rps) * pacedShare))
   await stopAll()
 
   if (!values['no-pairs']) {
@@ -142,6 +154,27 @@ try {
   await stopAll()
   await cleanUp()
   rmSync(dir, { recursive: true, force: true })
+}
+
+/** Both gateways at `rate` req/s, evenly paced, rounds interleaved: CPU per request at equal load. */
+async function equalLoad(engines: Engine[], rate: number): Promise<void> {
+  const perRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
+  let failures = 0
+  for (let round = 0; round < rounds; round++) {
+    for (const engine of round % 2 ? [...engines].reverse() : engines) {
+      const before = cpuMicros(engine.proc.pid)
+      const result = await runPaced(engine.url, seconds, rate, connections)
+      // The paced generator's warm-up requests (not in result.requests) ran on the gateway too.
+      const served = Math.max(1, result.requests + Math.round(rate * 0.5))
+      perRequest.get(engine)!.push((cpuMicros(engine.proc.pid) - before) / served)
+      failures += result.failures
+    }
+  }
+  const [embedded, shared] = engines.map((engine) => median(perRequest.get(engine)!))
+  console.log(`\n### Equal load: both gateways at ${rate} req/s, evenly paced, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
+  console.log('| engine | gateway CPU µs/request | per round |\n|---|---:|---|')
+  for (const engine of engines) console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} |`)
+  console.log(`\nshared / embedded at equal load: CPU per request ${(shared! / embedded!).toFixed(2)}× (target <= 1.3×)${failures ? `; ${failures} failed requests` : ''}`)
 }
 
 async function startGateway(label: string, store: string, upstreamUrl: string): Promise<Engine> {

@@ -52,6 +52,12 @@ export const storeSchema: JsonSchema = {
       description:
         'shared engine: most credits an instance takes from a project\'s balance at a time (a lease), so that it admits requests without a PostgreSQL round trip; each charge is still written to PostgreSQL before its answer. A lease takes at most an eighth of what is left, and a request is refused only once no other instance holds unused leased credits, so refusals stay exact. 0 = one PostgreSQL reservation per request.',
     },
+    creditCommit: {
+      enum: ['durable', 'async'],
+      default: 'durable',
+      description:
+        'shared engine: when a charge is answered. durable: after PostgreSQL has flushed it to disk (its WAL), so it survives a crash of the gateway, of PostgreSQL and of the machine. async: once PostgreSQL has committed it in memory (synchronous_commit = off), on disk within 3 × wal_writer_delay (0.6 s by default): a crash of the gateway still loses nothing, a crash of PostgreSQL or its machine can lose the charges of that last fraction of a second (those requests stay served and uncharged); faster and lighter on the gateway. Grants and documents always wait for the disk.',
+    },
     rateLeaseTokens: {
       type: 'integer',
       minimum: 0,

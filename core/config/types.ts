@@ -62,6 +62,8 @@ export interface StoreConfig {
   instanceTimeoutMs: number
   leaseCredits: number
   rateLeaseTokens: number
+  /** When a charge is answered: after PostgreSQL's disk flush (durable) or before it (async). */
+  creditCommit: 'durable' | 'async'
 }
 
 export interface WorkstationsConfig {

@@ -38,6 +38,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions):
       instanceTimeoutMs: config.instanceTimeoutMs,
       leaseCredits: config.leaseCredits,
       rateLeaseTokens: config.rateLeaseTokens,
+      creditCommit: config.creditCommit,
       migrations: options.migrations,
       onBackgroundError: options.onBackgroundError,
     })

@@ -1,7 +1,7 @@
 /**
  * One store conformance suite, two engines: every case runs against the embedded SQLite engine (temp
  * dir) and against the shared engine (real PostgreSQL + Redis, fresh schema and key prefix), with
- * credit leases (the default) and without them. Without
+ * credit leases (the default) and without them, and with charges committed asynchronously. Without
  * the servers the shared half is skipped with the reason (failed under CI).
  */
 import t from 'tap'
@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
-import { openSharedStore } from '../../../core/store/shared/index.ts'
+import { openSharedStore, type CreditCommit } from '../../../core/store/shared/index.ts'
 import type { CreditGrant, CreditReservation, Store } from '../../../core/store/types.ts'
 import { ledgerSum } from '../../../core/store/credit-balance.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
@@ -46,6 +46,8 @@ const engines: Engine[] = [
   sharedEngine('shared', 100),
   // Leases off: one PostgreSQL reservation per request, the path a lease falls back to.
   sharedEngine('shared without leases', 0),
+  // Charges answered before PostgreSQL's WAL flush (store.creditCommit: async).
+  sharedEngine('shared, async credit commit', 100, 'async'),
 ]
 
 let sequence = 0
@@ -57,7 +59,7 @@ function grant(fields: Partial<CreditGrant> = {}): CreditGrant {
   return { id: `topup:${++sequence}-${randomBytes(3).toString('hex')}`, projectId: 'demo', period: '2026-11', allocation: 100, amount: 10, reason: 'top_up', actor: 'alice', ...fields }
 }
 
-function sharedEngine(name: string, leaseCredits: number): Engine {
+function sharedEngine(name: string, leaseCredits: number, creditCommit: CreditCommit = 'durable'): Engine {
   return {
     name,
     shared: true,
@@ -66,7 +68,7 @@ function sharedEngine(name: string, leaseCredits: number): Engine {
       const schema = freshSchema(t)
       const keyPrefix = freshPrefix(t)
       return async (clock) => {
-        const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, clock, poolSize: 4, leaseCredits })
+        const store = await openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix, clock, poolSize: 4, leaseCredits, creditCommit })
         t.teardown(() => store.close())
         return store
       }
