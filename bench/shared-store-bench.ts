@@ -23,6 +23,7 @@
  *       [--no-pairs]                        (skip part 2)
  *       [--paced-share F]                   (equal-load rate as a share of the shared req/s; 0 skips it)
  *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
+ *       [--credit-commit durable|async]     (store.creditCommit of the shared gateway; default durable)
  *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
  *
  * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
@@ -65,6 +66,7 @@ const { values } = parseArgs({
     'no-pairs': { type: 'boolean', default: false },
     'paced-share': { type: 'string', default: '0.5' },
     'lease-credits': { type: 'string' },
+    'credit-commit': { type: 'string', default: 'durable' },
     'servers-anywhere': { type: 'boolean', default: false },
   },
 })
@@ -72,6 +74,8 @@ const seconds = bounded('seconds', values.seconds, 1, 600)
 const rounds = bounded('rounds', values.rounds, 1, 20)
 const pairs = bounded('pairs', values.pairs, 10, 1_000_000)
 const leaseSetting = values['lease-credits'] === undefined ? '' : `, leaseCredits: ${bounded('lease-credits', values['lease-credits'], 0, 1_000_000)}`
+const creditCommit = values['credit-commit']
+if (creditCommit !== 'durable' && creditCommit !== 'async') throw new Error(`--credit-commit must be durable or async, got ${creditCommit}`)
 const pacedShare = Number(values['paced-share'])
 if (!(pacedShare >= 0 && pacedShare <= 1)) throw new Error(`--paced-share must be a number in [0, 1], got ${values['paced-share']}`)
 const connections = bounded('connections', values.connections, 1, 1000)
@@ -103,7 +107,7 @@ try {
   const embedded = await startGateway('embedded (SQLite)', `store:\n  dataDir: ./data\n`, upstream.url)
   const shared = await startGateway(
     'shared (PostgreSQL + Redis)',
-    `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting} }\n`,
+    `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting}, creditCommit: ${creditCommit} }\n`,
     upstream.url,
   )
   const engines = [embedded, shared]
@@ -134,6 +138,7 @@ try {
   const row = (e: Engine) =>
     `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} | ${busy(e)} |`
   console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
+  console.log(`Shared gateway: store.creditCommit ${creditCommit}${values['lease-credits'] === undefined ? '' : `, leaseCredits ${values['lease-credits']}`}\n`)
   console.log(`PostgreSQL backends and Redis: ${values['servers-anywhere'] ? 'where the OS puts them' : `pinned to core ${LOAD_CORE} (with the load generator and upstream); gateway on core ${PROXY_CORE}`}\n`)
   console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round | cores busy per round (load core + gateway core) |\n|---|---:|---:|---:|---:|---|---|')
   console.log(row(embedded))
