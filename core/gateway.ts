@@ -10,9 +10,7 @@
  * await gateway.stop()
  * ```
  */
-import { createServer, STATUS_CODES, type Server } from 'node:http'
-import { errors, type GatewayError } from './errors.ts'
-import { jsonErrorFormat } from './error-format.ts'
+import { createServer, type Server } from 'node:http'
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
 import type { AddressInfo, Socket } from 'node:net'
@@ -23,7 +21,7 @@ import type { GatewayConfig } from './config/types.ts'
 import { buildTable, closeTable, type Table } from './table.ts'
 import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
-import { whenAnswersDone } from './http/pending-answers.ts'
+import { answerParserRefusal } from './http/parser-refusal.ts'
 import { CoreMetrics, RouteMetrics } from './metrics.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
@@ -225,28 +223,7 @@ export class Gateway {
       socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
     })
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
-    this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable) return socket.destroy()
-      // Rejected by the HTTP parser, before any route: answered in the default format, then closed.
-      const refusal =
-        error.code === 'HPE_HEADER_OVERFLOW'
-          ? errors.headersTooLarge('request headers are too large')
-          : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-            ? errors.requestTimeout('the request was not received in time')
-            : errors.malformedRequest('malformed HTTP request')
-      const rendered = jsonErrorFormat(refusal, undefined)
-      const body = String(rendered.body)
-      this.#refused(refusal, error, socket as Socket)
-      // Answers to requests pipelined before the refused bytes go out first: their work is done
-      // (and charged), so cutting them off would charge for answers the client never receives.
-      whenAnswersDone(socket as Socket, () => {
-        if (!socket.writable) return socket.destroy()
-        // Closed once the refusal is out, not left half-open: a request the bad bytes interrupted
-        // then sees its connection close at once, so its reservation is released (in `done`)
-        // instead of waiting for a body that can never arrive.
-        socket.end(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: ${rendered.headers['content-type']}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
-      })
-    })
+    this.#server.on('clientError', (error: NodeJS.ErrnoException, socket) => answerParserRefusal(this.#deps, error, socket as Socket))
     this.#admin = createAdminServer({
       table: () => this.#table,
       ready: () => !this.#draining,
@@ -276,26 +253,6 @@ export class Gateway {
     const host = this.#options.host ?? config.server.listen.host
     await listen(this.#server, this.#options.port ?? config.server.listen.port, host)
     await listen(this.#admin, this.#options.adminPort ?? config.admin.listen.port, this.#options.adminHost ?? this.#options.host ?? config.admin.listen.host, this.#options.worker)
-  }
-
-  /**
-   * The access line and request count of a request the HTTP parser refused. Nothing of the request
-   * is logged but its client's address: the bytes were not parsed, so there is no route to tell a
-   * credential path segment from the rest, and the path may carry a key.
-   */
-  #refused(refusal: GatewayError, error: NodeJS.ErrnoException, socket: Socket): void {
-    this.#deps.unmatched.count(undefined, refusal.status)
-    if (!this.#deps.accessLog) return
-    const line = refusal.status >= 500 ? this.log.error : this.log.warn
-    line.call(this.log, {
-      route: '-',
-      method: '-',
-      path: '-',
-      status: refusal.status,
-      ip: socket.remoteAddress ?? '',
-      error: refusal.code,
-      parserError: error.code,
-    })
   }
 
   #watch(config: GatewayConfig): void {

@@ -35,65 +35,11 @@
 import type Database from 'better-sqlite3'
 import type { WriteBatcher } from './sqlite-batch.ts'
 import { checkGrant, toBalance } from './credit-balance.ts'
-import { CreditDisk, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
+import { CreditDisk, type ReservationRecord } from './sqlite-credit-disk.ts'
+import { TurnSums, uncharge, type HeldReservation, type PeriodBalance } from './sqlite-credit-memory.ts'
 import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from './types.ts'
 
 export { CREDITS_SCHEMA, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
-
-/** One (project, period) balance held in memory. */
-interface PeriodBalance {
-  readonly projectId: string
-  readonly period: string
-  /** Committed charges (as on disk, after the queued writes) plus pending reservations. */
-  used: number
-  /** Grants of the period (as on disk, plus grants queued in this process). */
-  granted: number
-  /** Reservations in memory that point at this balance; it is never dropped while any does. */
-  held: number
-  /** Touched since the last eviction pass. */
-  touched: boolean
-}
-
-/** A reservation this process holds, from reserve until close. */
-interface HeldReservation {
-  readonly id: string
-  readonly projectId: string
-  readonly period: string
-  readonly apiType: string
-  readonly amount: number
-  readonly createdAt: number
-  charged: number
-  state: ReservationState
-  readonly balance: PeriodBalance
-  /** The last disk write of this reservation (its commit, then maybe a refund), once one is queued. */
-  written?: Promise<void>
-}
-
-/**
- * The sums of one event-loop turn: what each period's `used` moves by, and the commits that wait for
- * them. Its write step reads `deltas` when it runs, so charges added until then ride along; once it
- * ran, the turn's sums are sealed and the next charge opens a new turn.
- */
-class TurnSums {
-  readonly deltas = new Map<PeriodBalance, number>()
-  /** The same deltas per charge line: API type and hour of the reservation (`apiType \n hourMs`). */
-  readonly lines = new Map<PeriodBalance, Map<string, number>>()
-  /** Reservations committed in this turn: they fall back to pending if the write fails. */
-  readonly commits: HeldReservation[] = []
-  written!: Promise<void>
-
-  add(held: HeldReservation, delta: number): void {
-    const balance = held.balance
-    this.deltas.set(balance, (this.deltas.get(balance) ?? 0) + delta)
-    let lines = this.lines.get(balance)
-    if (lines === undefined) {
-      lines = new Map()
-      this.lines.set(balance, lines)
-    }
-    const line = `${held.apiType}\n${hourOf(held.createdAt)}`
-    lines.set(line, (lines.get(line) ?? 0) + delta)
-  }
-}
 
 const done = Promise.resolve()
 
@@ -396,15 +342,6 @@ export class SqliteCreditLedger {
       if (periods.size === 0) this.balances.delete(projectId)
     }
   }
-}
-
-function uncharge(balance: PeriodBalance, amount: number): void {
-  balance.used = Math.max(0, balance.used - amount)
-}
-
-/** Start of the UTC hour of `epochMs`: the charge line a reservation is booked on. */
-function hourOf(epochMs: number): number {
-  return Math.floor(epochMs / 3_600_000) * 3_600_000
 }
 
 function checkAmount(name: string, value: number): void {

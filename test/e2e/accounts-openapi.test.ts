@@ -9,7 +9,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, sep } from 'node:path'
 import Ajv2020 from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
 import { hashCredential } from '../../core/projects.ts'
@@ -335,7 +335,8 @@ t.test('every admin path named in the code is a documented path', async (t) => {
     )
   const named = new Map<string, string>()
   for (const file of [...files('core'), ...files('plugins')]) {
-    if (file.endsWith('admin-openapi.ts')) continue
+    // The document itself (core/admin-openapi.ts and its areas in core/admin-openapi/) names every path.
+    if (file.endsWith('admin-openapi.ts') || file.includes(join('core', 'admin-openapi') + sep)) continue
     for (const [, literal] of readFileSync(join(root, file), 'utf8').matchAll(/'(\/admin\/[A-Za-z0-9_.:\/-]*[A-Za-z0-9_.-])'/g)) {
       named.set(literal.replace(/:([A-Za-z]+)/g, '{$1}'), file)
     }

@@ -6,9 +6,9 @@
  * Propagation. Each change runs in one transaction that also appends its audit row and calls
  * `pg_notify(channel, …)`; PostgreSQL delivers the notification at COMMIT to every session
  * LISTENing on the channel, i.e. to every gateway instance, which then re-reads the settings
- * (core/project-settings.ts). The listening session is a dedicated connection, reopened after a
- * failure (listeners then get a `resync`); the sync's periodic version check is the backstop for
- * anything missed meanwhile.
+ * (core/project-settings.ts). The listening session is a dedicated connection (postgres-listen.ts),
+ * reopened after a failure (listeners then get a `resync`); the sync's periodic version check is the
+ * backstop for anything missed meanwhile.
  *
  * Changes are serialised with a transaction-level advisory lock: settings writes are rare, and
  * serialising them makes the audit sequence commit in order, so `max(seq)` is a version that
@@ -31,6 +31,7 @@
  * ```
  */
 import type pg from 'pg'
+import { SettingsNotifications } from './postgres-listen.ts'
 import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState } from './fields.ts'
 import {
   SettingsConflict,
@@ -90,7 +91,6 @@ export const DEFAULT_SETTINGS_CHANNEL = 'tollgate_settings'
 const WRITE_LOCK = 0x746f6c6c
 /** NOTIFY payloads must stay under 8000 bytes; a change with a bigger detail is announced without it. */
 const MAX_PAYLOAD = 7000
-const RELISTEN_MS = 1000
 
 export interface PostgresSettingsOptions {
   /** Pool whose connections have the settings tables on their search_path. */
@@ -137,30 +137,24 @@ interface AuditRow {
 
 export class PostgresSettings implements SettingsStore {
   readonly #pool: pg.Pool
-  readonly #openListener: () => Promise<pg.Client>
   readonly #channel: string
   readonly #clock: () => number
-  readonly #onListenerError: (error: unknown) => void
-  readonly #listeners = new Set<SettingsListener>()
-  #listener: pg.Client | undefined
-  #connecting: Promise<void> | undefined
-  #retry: NodeJS.Timeout | undefined
-  #closed = false
+  readonly #notifications: SettingsNotifications
 
   constructor(options: PostgresSettingsOptions) {
     this.#pool = options.pool
-    this.#openListener = options.openListener
     this.#channel = options.channel ?? DEFAULT_SETTINGS_CHANNEL
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(this.#channel)) throw new Error(`settings channel ${JSON.stringify(this.#channel)} must be a lower-case SQL identifier`)
     this.#clock = options.clock ?? Date.now
-    this.#onListenerError = options.onListenerError ?? ((error) => process.emitWarning(error as Error, 'TollgateSettingsWarning'))
+    const onListenerError = options.onListenerError ?? ((error) => process.emitWarning(error as Error, 'TollgateSettingsWarning'))
+    this.#notifications = new SettingsNotifications(options.openListener, this.#channel, onListenerError)
   }
 
   /** Resolves once the LISTEN connection is up (subscribe starts it; this lets a caller wait for it). */
-  async listening(): Promise<void> {
-    if (this.#listener) return
-    await this.#listen()
+  listening(): Promise<void> {
+    return this.#notifications.listening()
   }
+
 
   async read(): Promise<SettingsSnapshot> {
     const client = await this.#pool.connect()
@@ -289,19 +283,12 @@ export class PostgresSettings implements SettingsStore {
   }
 
   subscribe(listener: SettingsListener): () => void {
-    this.#listeners.add(listener)
-    if (!this.#listener && !this.#connecting) void this.#listen().catch(() => {})
-    return () => this.#listeners.delete(listener)
+    return this.#notifications.subscribe(listener)
   }
 
   /** Ends the LISTEN connection. The pool is the caller's: close this first, then end the pool. */
-  async close(): Promise<void> {
-    this.#closed = true
-    clearTimeout(this.#retry)
-    const client = this.#listener
-    this.#listener = undefined
-    await this.#connecting?.catch(() => {})
-    await (client ?? this.#listener)?.end().catch(() => {})
+  close(): Promise<void> {
+    return this.#notifications.close()
   }
 
   /** Runs `apply` with the audit row and the NOTIFY in one serialised transaction. */
@@ -333,79 +320,6 @@ export class PostgresSettings implements SettingsStore {
       throw error
     } finally {
       client.release()
-    }
-  }
-
-  #listen(): Promise<void> {
-    if (this.#connecting) return this.#connecting
-    const connect = async () => {
-      let client: pg.Client | undefined
-      try {
-        client = await this.#openListener()
-        if (this.#closed) {
-          await client.end().catch(() => {})
-          return
-        }
-        const opened = client
-        opened.on('notification', (message) => {
-          if (message.channel !== this.#channel) return
-          let parsed: SettingsChange | undefined
-          try {
-            parsed = JSON.parse(message.payload ?? '')
-          } catch {
-            parsed = undefined
-          }
-          this.#emit(parsed ?? { seq: 0, action: 'resync' })
-        })
-        opened.on('error', (error) => this.#lost(opened, error))
-        opened.on('end', () => this.#lost(opened, new Error('settings LISTEN connection ended')))
-        await opened.query(`LISTEN ${this.#channel}`)
-        const reconnected = this.#everListened
-        this.#listener = opened
-        this.#everListened = true
-        // Changes made while no connection listened were not announced: have subscribers re-read.
-        if (reconnected) this.#emit({ seq: 0, action: 'resync' })
-      } catch (error) {
-        await client?.end().catch(() => {})
-        this.#onListenerError(error)
-        this.#scheduleRelisten()
-        throw error
-      } finally {
-        this.#connecting = undefined
-      }
-    }
-    this.#connecting = connect()
-    return this.#connecting
-  }
-
-  #everListened = false
-
-  #lost(client: pg.Client, error: unknown): void {
-    if (this.#listener !== client) return
-    this.#listener = undefined
-    client.removeAllListeners('end')
-    void client.end().catch(() => {})
-    if (this.#closed) return
-    this.#onListenerError(error)
-    this.#scheduleRelisten()
-  }
-
-  #scheduleRelisten(): void {
-    if (this.#closed || this.#retry) return
-    this.#retry = setTimeout(() => {
-      this.#retry = undefined
-      if (!this.#closed && !this.#listener) void this.#listen().catch(() => {})
-    }, RELISTEN_MS)
-    this.#retry.unref()
-  }
-
-  #emit(message: Parameters<SettingsListener>[0]): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener(message)
-      } catch (error) {
-        process.emitWarning(error as Error, 'TollgateSettingsWarning')
-      }
     }
   }
 }
