@@ -23,7 +23,7 @@
  *       [--no-pairs]                        (skip part 2)
  *       [--paced-share F]                   (equal-load rate as a share of the shared req/s; 0 skips it)
  *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
- *       [--credit-commit durable|async]     (store.creditCommit of the shared gateway; default durable)
+ *       [--credit-commit durable|async|both] (store.creditCommit of the shared gateway; both: one gateway each, in the same rounds; default durable)
  *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
  *
  * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
@@ -75,7 +75,7 @@ const rounds = bounded('rounds', values.rounds, 1, 20)
 const pairs = bounded('pairs', values.pairs, 10, 1_000_000)
 const leaseSetting = values['lease-credits'] === undefined ? '' : `, leaseCredits: ${bounded('lease-credits', values['lease-credits'], 0, 1_000_000)}`
 const creditCommit = values['credit-commit']
-if (creditCommit !== 'durable' && creditCommit !== 'async') throw new Error(`--credit-commit must be durable or async, got ${creditCommit}`)
+if (creditCommit !== 'durable' && creditCommit !== 'async' && creditCommit !== 'both') throw new Error(`--credit-commit must be durable, async or both, got ${creditCommit}`)
 const pacedShare = Number(values['paced-share'])
 if (!(pacedShare >= 0 && pacedShare <= 1)) throw new Error(`--paced-share must be a number in [0, 1], got ${values['paced-share']}`)
 const connections = bounded('connections', values.connections, 1, 1000)
@@ -105,18 +105,26 @@ try {
   pinSelf(LOAD_CORE)
   const upstream = await startUpstream(dir)
   const embedded = await startGateway('embedded (SQLite)', `store:\n  dataDir: ./data\n`, upstream.url)
-  const shared = await startGateway(
-    'shared (PostgreSQL + Redis)',
-    `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting}, creditCommit: ${creditCommit} }\n`,
-    upstream.url,
-  )
-  const engines = [embedded, shared]
+  const commits: ('durable' | 'async')[] = creditCommit === 'both' ? ['durable', 'async'] : [creditCommit]
+  const shared: Engine[] = []
+  for (const commit of commits) {
+    shared.push(
+      await startGateway(
+        commits.length > 1 ? `shared, ${commit} commit` : 'shared (PostgreSQL + Redis)',
+        `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting}, creditCommit: ${commit} }\n`,
+        upstream.url,
+      ),
+    )
+  }
+  const isShared = (engine: Engine) => engine !== embedded
+  const engines = [embedded, ...shared]
   // Warm-up: JIT, pools, the balance rows.
   for (const engine of engines) await runLoad(engine.url, Math.min(2, seconds))
   for (let round = 0; round < rounds; round++) {
-    for (const engine of round % 2 ? [...engines].reverse() : engines) {
-      const backends = engine === shared ? await backendsOf(values.postgres, engine.proc.pid) : []
-      const redisPid = engine === shared ? redisServerPid() : undefined
+    // Each round starts with another engine, so a drift of the machine's speed falls on each in turn.
+    for (const engine of rotate(engines, round)) {
+      const backends = isShared(engine) ? await backendsOf(values.postgres, engine.proc.pid) : []
+      const redisPid = isShared(engine) ? redisServerPid() : undefined
       if (!values['servers-anywhere']) for (const pid of [...backends, ...(redisPid === undefined ? [] : [redisPid])]) pinProcess(pid, String(LOAD_CORE))
       const serversBefore = serverCpu(backends, redisPid)
       const coresBefore = coreTimes()
@@ -133,20 +141,22 @@ try {
       engine.redisPerRequest.push((serversAfter.redis - serversBefore.redis) / requests)
     }
   }
-  const serverColumns = (e: Engine) => (e === shared ? `${median(e.pgPerRequest).toFixed(1)} | ${median(e.redisPerRequest).toFixed(1)}` : '— | —')
+  const serverColumns = (e: Engine) => (isShared(e) ? `${median(e.pgPerRequest).toFixed(1)} | ${median(e.redisPerRequest).toFixed(1)}` : '— | —')
   const busy = (e: Engine) => e.coresBusy.map((cores) => cores.map((share) => `${(share * 100).toFixed(0)}%`).join('+')).join(' / ')
   const row = (e: Engine) =>
     `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} | ${busy(e)} |`
   console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
-  console.log(`Shared gateway: store.creditCommit ${creditCommit}${values['lease-credits'] === undefined ? '' : `, leaseCredits ${values['lease-credits']}`}\n`)
+  console.log(`Shared gateway: store.creditCommit ${commits.join(' and ')}${values['lease-credits'] === undefined ? '' : `, leaseCredits ${values['lease-credits']}`}\n`)
   console.log(`PostgreSQL backends and Redis: ${values['servers-anywhere'] ? 'where the OS puts them' : `pinned to core ${LOAD_CORE} (with the load generator and upstream); gateway on core ${PROXY_CORE}`}\n`)
   console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round | cores busy per round (load core + gateway core) |\n|---|---:|---:|---:|---:|---|---|')
-  console.log(row(embedded))
-  console.log(row(shared))
-  const rpsRatio = median(shared.rps) / median(embedded.rps)
-  const cpuRatio = median(shared.cpuPerRequest) / median(embedded.cpuPerRequest)
-  console.log(`\nshared / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request ${cpuRatio.toFixed(2)}× (target <= 1.3×)`)
-  if (pacedShare > 0) await equalLoad(engines, Math.round(median(shared.rps) * pacedShare))
+  for (const engine of engines) console.log(row(engine))
+  console.log('')
+  for (const engine of shared) {
+    const rpsRatio = median(engine.rps) / median(embedded.rps)
+    const cpuRatio = median(engine.cpuPerRequest) / median(embedded.cpuPerRequest)
+    console.log(`${engine.label} / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request ${cpuRatio.toFixed(2)}× (target <= 1.3×)`)
+  }
+  if (pacedShare > 0) await equalLoad(engines, Math.round(Math.min(...shared.map((engine) => median(engine.rps))) * pacedShare))
   await stopAll()
 
   if (!values['no-pairs']) {
@@ -166,7 +176,7 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
   const perRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
   let failures = 0
   for (let round = 0; round < rounds; round++) {
-    for (const engine of round % 2 ? [...engines].reverse() : engines) {
+    for (const engine of rotate(engines, round)) {
       const before = cpuMicros(engine.proc.pid)
       const result = await runPaced(engine.url, seconds, rate, connections)
       // The paced generator's warm-up requests (not in result.requests) ran on the gateway too.
@@ -175,11 +185,19 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
       failures += result.failures
     }
   }
-  const [embedded, shared] = engines.map((engine) => median(perRequest.get(engine)!))
-  console.log(`\n### Equal load: both gateways at ${rate} req/s, evenly paced, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
+  const [embedded, ...shared] = engines
+  console.log(`\n### Equal load: every gateway at ${rate} req/s, evenly paced, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
   console.log('| engine | gateway CPU µs/request | per round |\n|---|---:|---|')
   for (const engine of engines) console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} |`)
-  console.log(`\nshared / embedded at equal load: CPU per request ${(shared! / embedded!).toFixed(2)}× (target <= 1.3×)${failures ? `; ${failures} failed requests` : ''}`)
+  console.log('')
+  for (const engine of shared) console.log(`${engine.label} / embedded at equal load: CPU per request ${(median(perRequest.get(engine)!) / median(perRequest.get(embedded!)!)).toFixed(2)}×`)
+  if (failures) console.log(`${failures} failed requests`)
+}
+
+/** `items` starting at index `by` (mod length). */
+function rotate<T>(items: T[], by: number): T[] {
+  const at = by % items.length
+  return [...items.slice(at), ...items.slice(0, at)]
 }
 
 async function startGateway(label: string, store: string, upstreamUrl: string): Promise<Engine> {
