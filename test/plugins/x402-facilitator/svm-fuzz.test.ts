@@ -3,8 +3,12 @@
  * level svm-verify.test.ts drives it (the facilitator over the local SVM's JSON-RPC front). Every
  * case starts from a valid official `@x402/svm` client payment (x402 v1 or v2) and applies one
  * mutation: bytes of the wire transaction (flipped, cut, extended, re-signed after a change),
- * text that is not base64, huge strings, wrong JSON types / missing / extra fields anywhere in the
+ * lookup tables appended (missing, empty, out of range, holding the fee payer), text that is not
+ * base64, huge strings (≤ 200 KB), wrong JSON types / missing / extra fields anywhere in the
  * body, odd amounts, addresses, networks, schemes, fee payers and timeouts.
+ *
+ * A last property builds random instruction layouts (signed by the payer) and checks that ours
+ * accepts only what the official facilitator also accepts (ours is stricter, never looser).
  *
  * The rule for a client's bad input: a 400 naming the field (`details.field`, repeated in the
  * message), or a 200 `isValid: false` / `success: false` with a known `invalid_*` code; never a
@@ -17,10 +21,11 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { isDeepStrictEqual } from 'node:util'
-import { getBase58Encoder } from '@solana/kit'
+import { getBase58Encoder, type Address } from '@solana/kit'
+import { devAccount } from '../../../examples/svm/index.ts'
 import { svmReasons } from '../../../plugins/x402-facilitator/svm/errors.ts'
 import { signerFromSecretKey } from '../../../plugins/x402-facilitator/svm/keys.ts'
-import { bodyV2, craft, officialBody, price, standard, startSvmFixture, type SvmFixture } from './svm-helpers.ts'
+import { bodyV2, craft, ix, officialBody, officialVerdict, price, standard, startSvmFixture } from './svm-helpers.ts'
 
 const SEED = Number(process.env.SVM_FUZZ_SEED ?? Date.now() % 2 ** 31)
 const RUNS = Number(process.env.SVM_FUZZ_RUNS ?? 300)
@@ -31,6 +36,15 @@ t.teardown(() => f.close())
 t.comment(`seed ${SEED} (SVM_FUZZ_SEED=${SEED} repeats this run), ${RUNS} cases per property`)
 
 const payerSigner = signerFromSecretKey(f.local.accounts.payer.secretKey)
+/** Lookup tables a `lookup` mutation may name: two entries each (a third index is out of range). */
+const tables = {
+  table: devAccount('fuzz lookup table').address as string,
+  feeTable: devAccount('fuzz lookup table with the fee payer').address as string,
+  missing: devAccount('fuzz missing lookup table').address as string,
+  mint: f.local.mint as string,
+}
+f.local.setLookupTable(tables.table as Address, [f.local.accounts.poor.address, devAccount('fuzz unrelated').address])
+f.local.setLookupTable(tables.feeTable as Address, [f.local.accounts.poor.address, f.feePayer as Address])
 const other = f.local.accounts.poor.address as string
 const bs58 = getBase58Encoder()
 const known = new Set<string>(Object.values(svmReasons).flat())
@@ -47,6 +61,8 @@ type Path = string[]
 type Mutation =
   | { kind: 'flip'; pos: number; mask: number }
   | { kind: 'resign'; pos: number; mask: number }
+  | { kind: 'lookup'; table: 'table' | 'feeTable' | 'missing' | 'mint'; writable: number[]; readonly: number[] }
+  | { kind: 'memo'; value: unknown; paired: boolean }
   | { kind: 'truncate'; len: number }
   | { kind: 'extend'; bytes: number[] }
   | { kind: 'text'; value: string }
@@ -109,6 +125,8 @@ const side = fc.constantFrom<'paid' | 'required' | 'both'>('paid', 'required', '
 const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant('flip' as const), pos: fc.nat({ max: 1231 }), mask: fc.integer({ min: 1, max: 255 }) }), weight: 4 },
   { arbitrary: fc.record({ kind: fc.constant('resign' as const), pos: fc.nat({ max: 1231 }), mask: fc.integer({ min: 1, max: 255 }) }), weight: 5 },
+  { arbitrary: fc.record({ kind: fc.constant('lookup' as const), table: fc.constantFrom<'table' | 'feeTable' | 'missing' | 'mint'>('table', 'table', 'feeTable', 'missing', 'mint'), writable: fc.array(fc.nat({ max: 4 }), { maxLength: 3 }), readonly: fc.array(fc.nat({ max: 4 }), { maxLength: 3 }) }), weight: 2 },
+  { arbitrary: fc.record({ kind: fc.constant('memo' as const), value: fc.oneof(weird, fc.string({ maxLength: 300 }), fc.constant('x'.repeat(257))), paired: fc.boolean() }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant('truncate' as const), len: fc.nat({ max: 1300 }) }), weight: 2 },
   { arbitrary: fc.record({ kind: fc.constant('extend' as const), bytes: fc.array(fc.nat({ max: 255 }), { minLength: 1, maxLength: 1100 }) }), weight: 2 },
   { arbitrary: fc.record({ kind: fc.constant('text' as const), value: fc.oneof(fc.string({ maxLength: 80 }), fc.constantFrom('!!!', 'AAAA', 'AA==', '====', 'AAA', '', 'ÿþ', '\u0000\u0000\u0000\u0000')) }), weight: 2 },
@@ -118,7 +136,7 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant('delete' as const), path: fc.nat() }), weight: 3 },
   { arbitrary: fc.record({ kind: fc.constant('extraField' as const), path: fc.nat(), key: fc.constantFrom('x', 'extra', '__proto__', 'constructor', 'toString', 'signature', ''), value: weird }), weight: 2 },
   { arbitrary: fc.record({ kind: fc.constant('amount' as const), value: amounts, paired: fc.boolean() }), weight: 3 },
-  { arbitrary: fc.record({ kind: fc.constant('address' as const), field: fc.constantFrom<'asset' | 'payTo' | 'feePayer'>('asset', 'payTo', 'feePayer'), value: fc.oneof(addresses, fc.constantFrom<unknown>('payer', 'other')), paired: fc.boolean() }), weight: 3 },
+  { arbitrary: fc.record({ kind: fc.constant('address' as const), field: fc.constantFrom<'asset' | 'payTo' | 'feePayer'>('asset', 'payTo', 'feePayer'), value: fc.oneof(addresses, fc.constantFrom<unknown>('payer', 'other', 'mint2022')), paired: fc.boolean() }), weight: 3 },
   { arbitrary: fc.record({ kind: fc.constant('network' as const), value: networks, side }), weight: 2 },
   { arbitrary: fc.record({ kind: fc.constant('scheme' as const), value: schemes, side }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant('timeout' as const), value: fc.oneof(fc.constantFrom<unknown>(0, -1, 1, 1.5, 59.999, 2 ** 31, 2 ** 53, 2 ** 64, 1e308, '60', null, [60], {}), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })) }), weight: 2 },
@@ -208,6 +226,23 @@ function apply(base: any, c: Case): Applied {
       setTx(wire)
       return done(false)
     }
+    case 'lookup': {
+      // A v0 message ends with its lookup count (0 from the official client): append one table use.
+      if (wire.at(-1) !== 0) throw new Error('expected a v0 transaction without lookups')
+      const use = Buffer.concat([Buffer.from(bs58.encode(tables[m.table])), Buffer.from([m.writable.length, ...m.writable, m.readonly.length, ...m.readonly])])
+      const changed = Buffer.concat([wire.subarray(0, -1), Buffer.from([1]), use])
+      changed.set(payerSigner.sign(changed.subarray(1 + 64 * changed[0]!)), 65)
+      setTx(changed)
+      const indexes = [...m.writable, ...m.readonly]
+      return done(m.table === 'missing' || m.table === 'mint' || indexes.length === 0 || indexes.some((i) => i >= 2))
+    }
+    case 'memo': {
+      const targets = c.version === 1 ? [['paymentRequirements']] : m.paired ? termTargets(2, 'both') : termTargets(2, 'required')
+      for (const target of targets) setAt(body, [...target, 'extra', 'memo'], m.value)
+      // The official client's memo is a random nonce: any non-empty expected memo differs from it.
+      const bad = typeof m.value !== 'string' || Buffer.byteLength(m.value) > 256
+      return done(bad || m.value !== '', bad ? /memo/ : undefined, typeof m.value !== 'string' || m.value.length > 256)
+    }
     case 'truncate':
       setTx(wire.subarray(0, m.len % wire.length))
       return done(true)
@@ -265,7 +300,7 @@ function apply(base: any, c: Case): Applied {
       return done(m.value !== price, new RegExp(amountField(c.version)), !u64)
     }
     case 'address': {
-      const value = m.value === 'payer' ? f.payer.address : m.value === 'other' ? other : m.value
+      const value = m.value === 'payer' ? f.payer.address : m.value === 'other' ? other : m.value === 'mint2022' ? f.local.mint2022 : m.value
       const targets = c.version === 1 ? [['paymentRequirements']] : m.paired ? termTargets(2, 'both') : termTargets(2, 'required')
       for (const target of targets) {
         if (m.field === 'feePayer') setAt(body, [...target, 'extra', 'feePayer'], value)
@@ -382,7 +417,7 @@ t.test('verify: hand-built layouts mutated and re-signed', async (t) => {
     fc.record({ kind: fc.constant('resign' as const), pos: fc.nat({ max: 1231 }), mask: fc.integer({ min: 1, max: 255 }) }),
     fc.record({ kind: fc.constant('flip' as const), pos: fc.nat({ max: 1231 }), mask: fc.integer({ min: 1, max: 255 }) }),
   ) as fc.Arbitrary<Mutation> })
-  const runs = Math.ceil(RUNS / 2)
+  const runs = RUNS
   for (const c of fc.sample(byteCases, { numRuns: runs, seed: SEED + 1 })) {
     const applied = apply(base, c)
     const problem = problemWith('verify', await bounded(f.facilitator.verify(applied.body)), applied)
@@ -396,7 +431,7 @@ t.test('settle: a mutated payment moves funds only when verify accepts it, once'
   const payee = f.local.accounts.payee.address
   const payer = f.local.accounts.payer.address
   const findings = new Findings()
-  const runs = Math.ceil(RUNS / 2)
+  const runs = RUNS
   const answers = new Map<string, number>()
   let settled = 0
   for (const c of fc.sample(cases, { numRuns: runs, seed: SEED + 2 })) {
@@ -426,5 +461,74 @@ t.test('settle: a mutated payment moves funds only when verify accepts it, once'
     }
   }
   t.comment(`settle: ${runs} cases, ${settled} settled; answers ${JSON.stringify(Object.fromEntries([...answers].sort((a, b) => b[1] - a[1])))}`)
+  findings.report(t)
+})
+
+t.test('verify: random instruction layouts, signed by the payer (ours accepts only what the official facilitator accepts)', async (t) => {
+  const recipients = { payee: f.local.accounts.payee.address, payer: f.local.accounts.payer.address, poor: f.local.accounts.poor.address }
+  const programs = ['11111111111111111111111111111111', 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA', 'Stake11111111111111111111111111111111111111',
+    'L2TExMFKdjpN9kozasaurPirfHy9P8sbXoAN1qA3S95', 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr', 'ComputeBudget111111111111111111111111111111'] as Address[]
+  const u64s = fc.constantFrom(0n, 1n, 9_999n, 10_000n, 10_001n, 5_000_000n, 5_000_001n, 2n ** 32n, 2n ** 64n - 1n)
+  type Spec =
+    | { ix: 'limit'; units: number }
+    | { ix: 'price'; micro: bigint }
+    | { ix: 'transfer'; token2022: boolean; program2022: boolean; amount: bigint; decimals: number; to: keyof typeof recipients; feePayerAuthority: boolean }
+    | { ix: 'memo'; text: string; accounts: ('poor' | 'feePayer')[] }
+    | { ix: 'raw'; program: number; data: number[] }
+  const spec: fc.Arbitrary<Spec> = fc.oneof(
+    fc.record({ ix: fc.constant('limit' as const), units: fc.constantFrom(0, 1, 20_000, 200_000, 200_001, 1_400_000, 2 ** 32 - 1) }),
+    fc.record({ ix: fc.constant('price' as const), micro: u64s }),
+    fc.record({
+      ix: fc.constant('transfer' as const), token2022: fc.boolean(), program2022: fc.boolean(), amount: u64s, decimals: fc.constantFrom(6, 6, 0, 9, 255),
+      to: fc.constantFrom<keyof typeof recipients>('payee', 'payee', 'payer', 'poor'), feePayerAuthority: fc.boolean(),
+    }),
+    fc.record({ ix: fc.constant('memo' as const), text: fc.string({ maxLength: 40 }), accounts: fc.array(fc.constantFrom<'poor' | 'feePayer'>('poor', 'feePayer'), { maxLength: 2 }) }),
+    fc.record({ ix: fc.constant('raw' as const), program: fc.nat({ max: programs.length - 1 }), data: fc.array(fc.nat({ max: 255 }), { maxLength: 12 }) }),
+  )
+  // Mostly the standard prefix (limit, price, transfer) with random tails, sometimes anything.
+  const layout = fc.oneof(
+    fc.tuple(
+      fc.constant<Spec[]>([{ ix: 'limit', units: 20_000 }, { ix: 'price', micro: 1n }]),
+      fc.oneof({ arbitrary: fc.constant<Spec>({ ix: 'transfer', token2022: false, program2022: false, amount: 10_000n, decimals: 6, to: 'payee', feePayerAuthority: false }), weight: 3 }, { arbitrary: spec, weight: 1 }),
+      fc.array(spec, { maxLength: 5 }),
+    ).map(([head, transfer, tail]) => [...head, transfer, ...tail]),
+    fc.array(spec, { maxLength: 8 }),
+  )
+  const build = async (s: Spec) => {
+    switch (s.ix) {
+      case 'limit': return ix.limit(s.units)
+      case 'price': return ix.price(s.micro)
+      case 'memo': return ix.memo(s.text || 'm', s.accounts.map((a) => (a === 'poor' ? recipients.poor : f.feePayer) as Address))
+      case 'raw': return { programAddress: programs[s.program]!, accounts: [], data: new Uint8Array(s.data) }
+      case 'transfer': return ix.transfer(f, {
+        mint: s.token2022 ? f.local.mint2022 : f.local.mint, program: (s.program2022 ? 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb' : 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA') as Address,
+        amount: s.amount, decimals: s.decimals, destinationOwner: recipients[s.to], authority: s.feePayerAuthority ? f.feePayer as Address : undefined,
+      })
+    }
+  }
+  const findings = new Findings()
+  const runs = RUNS
+  let valid = 0
+  const reasons = new Map<string, number>()
+  for (const specs of fc.sample(layout, { numRuns: runs, seed: SEED + 3 })) {
+    const c: Case = { version: 2, mutation: { kind: 'body', value: specs.map((s) => JSON.parse(JSON.stringify(s, (_, v) => (typeof v === 'bigint' ? String(v) : v)))) } }
+    let transaction: string
+    try {
+      transaction = await craft(f, await Promise.all(specs.map(build)))
+    } catch {
+      continue // kit refuses to compile it (e.g. too large): no payment a client could send
+    }
+    const body = bodyV2(f, transaction)
+    const applied: Applied = { body, mustFail: false }
+    const outcome = await bounded(f.facilitator.verify(structuredClone(body)))
+    const problem = problemWith('verify', outcome, applied)
+    if (problem) findings.add(problem, c)
+    if (!('thrown' in outcome)) tally(reasons, outcome.body.invalidReason ?? 'valid')
+    if ('thrown' in outcome || outcome.body.isValid !== true) continue
+    valid++
+    const official = await officialVerdict(f, body)
+    if (!official.isValid) findings.add(`ours accepts what the official facilitator refuses (${official.invalidReason})`, c)
+  }
+  t.comment(`verify (layouts): ${runs} cases, ${valid} valid; answers ${JSON.stringify(Object.fromEntries([...reasons].sort((a, b) => b[1] - a[1])))}`)
   findings.report(t)
 })
