@@ -26,10 +26,12 @@ export async function associatedTokenAccount(owner: string, mint: string, tokenP
   const id = `${owner}|${mint}|${tokenProgram}`
   let pending = cache.get(id)
   if (!pending) {
-    pending = getProgramDerivedAddress({
+    // Inside the promise: the address encoder throws synchronously on a string that is not 32
+    // base58 bytes, and that must come out as undefined, not as an exception.
+    pending = Promise.resolve().then(() => getProgramDerivedAddress({
       programAddress: ASSOCIATED_TOKEN_PROGRAM,
       seeds: [encoder.encode(owner as Address), encoder.encode(tokenProgram as Address), encoder.encode(mint as Address)],
-    }).then(([pda]) => pda as string)
+    })).then(([pda]) => pda as string)
     cache.set(id, pending)
   }
   try {

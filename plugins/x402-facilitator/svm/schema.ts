@@ -5,12 +5,15 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { svmReasons } from './errors.ts'
+import { addressBytes } from './wire.ts'
 
 const base58Address = '^[1-9A-HJ-NP-Za-km-z]{32,44}$'
 const uint = '^(0|[1-9][0-9]{0,19})$'
 const base64 = '^[A-Za-z0-9+/]*={0,2}$'
 
-const address = (description: string) => ({ type: 'string', pattern: base58Address, description })
+// The pattern gives the usual message; the format checks the text decodes to 32 bytes (a 36-character
+// base58 string can be 27 bytes), which the ATA derivation and the chain require.
+const address = (description: string) => ({ type: 'string', pattern: base58Address, format: 'solana-address', description })
 const amount = (description: string) => ({ type: 'string', pattern: uint, description })
 const nonEmpty = (description: string) => ({ type: 'string', minLength: 1, maxLength: 128, description })
 
@@ -89,6 +92,7 @@ const schemas = {
 }
 
 const ajv = new Ajv({ allErrors: false, strict: false })
+ajv.addFormat('solana-address', (text: string) => addressBytes(text) !== undefined)
 const validators: Record<1 | 2, ValidateFunction> = { 1: ajv.compile(schemas[1]), 2: ajv.compile(schemas[2]) }
 
 /** A schema-valid request, reduced to what the checks need. */
@@ -119,6 +123,7 @@ function describe(error: ErrorObject): string {
     case 'additionalProperties': return 'is not allowed here'
     case 'pattern': return String(error.params.pattern) === base58Address ? 'must be a base58 address'
       : String(error.params.pattern) === uint ? 'must be a decimal integer string (u64)' : 'must be base64'
+    case 'format': return 'must be a base58 address of 32 bytes'
     case 'const': return `must be ${JSON.stringify(error.params.allowedValue)}`
     case 'type': return `must be of type ${String(error.params.type)}`
     default: return error.message ?? 'is invalid'

@@ -12,12 +12,15 @@
  * extras are Lighthouse or Memo → memo → fee payer in no instruction's accounts and no program
  * (stricter: official checks only the authority) → co-signed simulation with signature
  * verification, whose `BlockhashNotFound` is answered as its own reason, `…_blockhash_expired`
- * (the official facilitator reports it as a failed simulation); no separate RPC call for it.
+ * (the official facilitator reports it as a failed simulation); no separate RPC call for it. A
+ * simulation the node refuses with "invalid params" (a transaction it cannot sanitize) is a failed
+ * simulation too, not a 502.
  */
 import { associatedTokenAccount, TOKEN_2022_PROGRAM, TOKEN_PROGRAM } from './ata.ts'
 import type { SvmContext } from './context.ts'
 import { svmReasons as reasons } from './errors.ts'
 import { verifySignature, type SvmSigner } from './keys.ts'
+import { SvmRpcRejection } from './rpc.ts'
 import { parseSvmRequest, type SvmRequest } from './schema.ts'
 import { addressBytes, decodeTransaction, messageHash, toBase58, withSignature, WireError, type DecodedTransaction } from './wire.ts'
 import type { VerifyResponse } from '../evm/types.ts'
@@ -27,6 +30,8 @@ const MEMO = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr'
 const LIGHTHOUSE = 'L2TExMFKdjpN9kozasaurPirfHy9P8sbXoAN1qA3S95'
 const LOOKUP_TABLE_PROGRAM = 'AddressLookupTab1e1111111111111111111111111'
 const LOOKUP_TABLE_HEADER = 56
+/** JSON-RPC "invalid params": what a Solana node answers for a transaction it cannot sanitize. */
+const INVALID_PARAMS = -32602
 
 /** What settle needs from a payment verify approved. */
 export interface VerifiedPayment {
@@ -210,7 +215,15 @@ export async function checkSvmPayment(ctx: SvmContext, body: unknown, opts: { si
   }
   if (opts.simulate) {
     // One RPC call: a stale blockhash shows as the simulation's BlockhashNotFound.
-    const simulation = await ctx.rpc.simulate(payment.signedBase64)
+    let simulation
+    try {
+      simulation = await ctx.rpc.simulate(payment.signedBase64)
+    } catch (error) {
+      // -32602: the node refused the transaction itself (a real node answers a sanitize failure
+      // so): the client's payment, not a fault of the chain. Other errors stay faults (502).
+      if (!(error instanceof SvmRpcRejection) || error.code !== INVALID_PARAMS) throw error
+      return invalid(reasons.simulationFailed, `simulation failed: the node refused the transaction: ${error.message.slice(0, 200)}`, payer)
+    }
     if (simulation.err === 'BlockhashNotFound') return invalid(reasons.blockhashExpired, `recent blockhash ${tx.recentBlockhash} has expired; build the payment again`, payer)
     if (simulation.err !== null) {
       return invalid(reasons.simulationFailed, `simulation failed: ${JSON.stringify(simulation.err)}`, payer, { logs: simulation.logs.slice(-8) })

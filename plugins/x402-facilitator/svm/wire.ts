@@ -118,7 +118,13 @@ export function decodeTransaction(bytes: Uint8Array): DecodedTransaction {
   const lookups: LookupTableUse[] = []
   if (version === 0) {
     const lookupCount = reader.length()
-    for (let i = 0; i < lookupCount; i++) lookups.push({ table: reader.key(), writableIndexes: reader.indexes(), readonlyIndexes: reader.indexes() })
+    for (let i = 0; i < lookupCount; i++) {
+      const lookup = { table: reader.key(), writableIndexes: reader.indexes(), readonlyIndexes: reader.indexes() }
+      // Solana's sanitize refuses a table that loads nothing; a real node answers such a
+      // transaction's simulation with a JSON-RPC error, not a verdict.
+      if (lookup.writableIndexes.length + lookup.readonlyIndexes.length === 0) throw new WireError(`address lookup table ${lookup.table} loads no account`)
+      lookups.push(lookup)
+    }
   }
   if (reader.offset !== bytes.length) throw new WireError('trailing bytes after the message')
   if (signatureCount !== numRequiredSignatures) throw new WireError(`${signatureCount} signatures for ${numRequiredSignatures} required signers`)

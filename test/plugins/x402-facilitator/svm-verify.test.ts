@@ -7,12 +7,30 @@
  * plugins/x402-facilitator/README.md.
  */
 import t from 'tap'
-import type { Address } from '@solana/kit'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import pino from 'pino'
+import { getBase58Encoder, type Address } from '@solana/kit'
 import { devAccount } from '../../../examples/svm/index.ts'
-import { bodyV2, craft, ix, officialBody, officialVerdict, standard, startSvmFixture, type SvmFixture } from './svm-helpers.ts'
+import { SvmFacilitator } from '../../../plugins/x402-facilitator/svm/facilitator.ts'
+import { signerFromSecretKey } from '../../../plugins/x402-facilitator/svm/keys.ts'
+import { svmNetworkForPath } from '../../../plugins/x402-facilitator/svm/networks.ts'
+import { bodyV2, craft, ix, officialBody, officialVerdict, settings, standard, startSvmFixture, type SvmFixture } from './svm-helpers.ts'
 
 const f = await startSvmFixture()
 t.teardown(() => f.close())
+
+/** A v0 wire transaction without lookups, given one more that loads no account. */
+function withEmptyLookup(wire: Buffer, table: Address): Buffer {
+  if (wire.at(-1) !== 0) throw new Error('expected a v0 transaction without lookups')
+  return Buffer.concat([wire.subarray(0, -1), Buffer.from([1]), Buffer.from(getBase58Encoder().encode(table)), Buffer.from([0, 0])])
+}
+
+/** Signs `wire`'s (changed) message again as the payer, in slot 1. */
+async function resign(f: SvmFixture, wire: Buffer): Promise<string> {
+  wire.set(signerFromSecretKey(f.local.accounts.payer.secretKey).sign(wire.subarray(1 + 64 * wire[0]!)), 65)
+  return wire.toString('base64')
+}
 
 interface Case {
   name: string
@@ -118,6 +136,19 @@ const cases: Case[] = [
   { name: 'missing payload.transaction', body: async (f) => ({ ...bodyV2(f, 'AAAA'), paymentPayload: { x402Version: 2, accepted: bodyV2(f, '').paymentRequirements, payload: {} } }), status: 400, reason: 'invalid_payload', noParity: true },
   { name: 'absurd amount', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { amount: '99999999999999999999' }), status: 400, reason: 'invalid_payload', noParity: true },
   { name: 'amount not a string', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { amount: 10000 }), status: 400, reason: 'invalid_payload', noParity: true },
+  // Found by svm-fuzz.test.ts: a 36-character base58 payTo (27 bytes) threw in the ATA derivation (502).
+  { name: 'payTo that is not 32 bytes', body: async (f) => bodyV2(f, await craft(f, await standard(f)), { payTo: 'QgWi3yn3FioBM1aA5YbPFFZ46kYwx1kgFqqt' }), status: 400, reason: 'invalid_payload', noParity: true },
+  {
+    // Solana's sanitize refuses it; a real node answers its simulation with a JSON-RPC error (was a 502).
+    name: 'lookup table loading no account',
+    body: async (f) => {
+      const table = devAccount('empty lookup').address
+      f.local.setLookupTable(table, [f.local.accounts.poor.address])
+      return bodyV2(f, await resign(f, withEmptyLookup(Buffer.from(await craft(f, await standard(f)), 'base64'), table)))
+    },
+    reason: 'invalid_exact_svm_payload_transaction_could_not_be_decoded',
+    officialReason: 'invalid_exact_svm_transaction_simulation_failed',
+  },
   { name: 'x402Version 3', body: async (f) => ({ ...bodyV2(f, 'AAAA'), x402Version: 3 }), status: 400, reason: 'invalid_x402_version', noParity: true },
   { name: 'body is an array', body: async () => [], status: 400, reason: 'invalid_payload', noParity: true },
 ]
@@ -156,4 +187,44 @@ t.test('an expired blockhash is refused before simulation', async (t) => {
   // Parity: the official facilitator refuses it too, in its simulation, under that code.
   const official = await officialVerdict(f, body)
   t.same([official.isValid, codeOf(official.invalidReason)], [false, 'invalid_exact_svm_transaction_simulation_failed'], `the official code differs on purpose (${official.invalidReason})`)
+})
+
+t.test('a transaction the node refuses to simulate (JSON-RPC invalid params) is a failed simulation, not a 502', async (t) => {
+  // A stand-in for a real node: it answers simulateTransaction with the -32602 error a Solana node
+  // gives a transaction it cannot sanitize, and passes every other call to the local SVM.
+  let refuse = 'invalid'
+  const front = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', async () => {
+      const text = Buffer.concat(chunks).toString('utf8')
+      const call = JSON.parse(text)
+      res.writeHead(200, { 'content-type': 'application/json' })
+      if (call.method === 'simulateTransaction') {
+        const error = refuse === 'invalid' ? { code: -32602, message: 'invalid transaction: Transaction failed to sanitize accounts offsets correctly' } : { code: -32005, message: 'Node is unhealthy' }
+        return res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error }))
+      }
+      const answer = await fetch(f.local.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text })
+      res.end(await answer.text())
+    })
+  })
+  await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve))
+  const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}`
+  const facilitator = await SvmFacilitator.open('solana/testnet', svmNetworkForPath('testnet')!, [signerFromSecretKey(f.local.accounts.facilitator.secretKey)],
+    settings(url, { assets: [{ address: f.local.mint, decimals: 6 }] }), f.records, pino({ level: 'silent' }))
+  t.teardown(async () => {
+    await facilitator.close()
+    await new Promise((resolve) => front.close(resolve))
+  })
+  const body = await officialBody(f, 2)
+  const verdict = await facilitator.verify(structuredClone(body))
+  t.match(verdict, { status: 200, body: { isValid: false, invalidReason: 'invalid_exact_svm_transaction_simulation_failed', invalidMessage: /node refused the transaction/ } })
+  const sent = f.local.front.executed.length
+  const settled = await facilitator.settle(structuredClone(body))
+  t.match(settled, { status: 200, body: { success: false, errorReason: 'invalid_exact_svm_transaction_simulation_failed', transaction: '' } })
+  t.equal(f.local.front.executed.length, sent, 'nothing sent')
+  // Any other refusal is the node's trouble: still a 502.
+  refuse = 'unhealthy'
+  const fault = await facilitator.verify(structuredClone(body)).then(() => undefined, (error: unknown) => error as { status?: number })
+  t.equal(fault?.status, 502, 'an unhealthy node is a 502')
 })
