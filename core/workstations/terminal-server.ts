@@ -10,6 +10,10 @@
  * (job control, colours, line editing). All URLs are relative, so the page works under the
  * gateway's per-project prefix.
  *
+ * The page fits the terminal to the window and follows its resizes; the size reaches the shell's
+ * pty (pty-size.ts), so `stty size`, `tput cols` and full-screen programs see the real size.
+ * Keystrokes are binary frames, a text frame is a control message (`{"type":"resize",...}`).
+ *
  * Run as: `node --import tsx terminal-server.ts --dir DIR --port-file FILE` (port 0: any free port,
  * written to FILE once listening). SIGTERM closes every shell and exits 0.
  */
@@ -21,6 +25,7 @@ import { dirname, join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import { WebSocketServer } from 'ws'
+import { DEFAULT_SIZE, PtyResizer, resizeRequest, sizeFromQuery } from './pty-size.ts'
 
 const { values } = parseArgs({ options: { dir: { type: 'string' }, 'port-file': { type: 'string' }, project: { type: 'string', default: '' } } })
 if (!values.dir || !values['port-file']) {
@@ -39,17 +44,49 @@ const assets: Record<string, { type: string; body: Buffer }> = {
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 const page = `<!doctype html><html><head><meta charset="utf-8"><title>Workstation ${escapeHtml(values.project ?? '')}</title>
-<link rel="stylesheet" href="xterm.css"><style>html,body{margin:0;height:100%;background:#111}#term{height:100%}</style></head>
+<link rel="stylesheet" href="xterm.css"><style>html,body{margin:0;height:100%;overflow:hidden;background:#000}#term{height:100%}</style></head>
 <body><div id="term"></div><script src="xterm.js"></script><script>
+const box = document.getElementById('term')
 const term = new Terminal({ cursorBlink: true, convertEol: false })
-term.open(document.getElementById('term'))
-const url = new URL('pty', location.href); url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:'
-const socket = new WebSocket(url)
-socket.binaryType = 'arraybuffer'
-socket.onmessage = (event) => term.write(typeof event.data === 'string' ? event.data : new Uint8Array(event.data))
-socket.onclose = () => term.write('\\r\\n[session closed]\\r\\n')
-term.onData((data) => socket.readyState === 1 && socket.send(data))
-window.workstationSocket = socket
+term.open(box)
+// xterm's scrollbar overlays the right edge; leave it room (the width addon-fit reserves too).
+const SCROLLBAR = 14
+// The size that fills the box: the cell size is read off the rendered screen (its pixel size over
+// its cols and rows), so it follows the font xterm actually uses.
+function fit() {
+  const screen = box.querySelector('.xterm-screen')
+  const rect = screen && screen.getBoundingClientRect()
+  if (!rect || !rect.width || !rect.height) return false
+  const cols = Math.max(2, Math.min(1000, Math.floor((box.clientWidth - SCROLLBAR) / (rect.width / term.cols))))
+  const rows = Math.max(1, Math.min(500, Math.floor(box.clientHeight / (rect.height / term.rows))))
+  if (cols !== term.cols || rows !== term.rows) term.resize(cols, rows)
+  return true
+}
+let socket
+// Keystrokes go as binary frames; a text frame is a control message, so typed text is never one.
+const encoder = new TextEncoder()
+const send = (data) => socket && socket.readyState === 1 && socket.send(data)
+term.onData((data) => send(encoder.encode(data)))
+term.onBinary((data) => send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 255)))
+term.onResize(({ cols, rows }) => send(JSON.stringify({ type: 'resize', cols, rows })))
+function connect() {
+  fit()
+  const url = new URL('pty', location.href); url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:'
+  url.search = new URLSearchParams({ cols: term.cols, rows: term.rows }).toString()
+  socket = new WebSocket(url)
+  socket.binaryType = 'arraybuffer'
+  // A refit while the socket was still connecting could not be sent: send the size once open.
+  socket.onopen = () => send(JSON.stringify({ type: 'resize', cols: term.cols, rows: term.rows }))
+  socket.onmessage = (event) => term.write(typeof event.data === 'string' ? event.data : new Uint8Array(event.data))
+  socket.onclose = () => term.write('\\r\\n[session closed]\\r\\n')
+  window.workstationSocket = socket
+}
+// Measure after the first frame is laid out, then start the shell at that size.
+requestAnimationFrame(connect)
+let timer
+const refit = () => { clearTimeout(timer); timer = setTimeout(fit, 100) }
+window.addEventListener('resize', refit)
+if (window.ResizeObserver) new ResizeObserver(refit).observe(box)
 </script></body></html>`
 
 const shells = new Set<ChildProcess>()
@@ -65,24 +102,39 @@ const server = createServer((req, res) => {
 })
 
 const sockets = new WebSocketServer({ server, path: '/pty', maxPayload: 1 << 20 })
-sockets.on('connection', (socket) => {
+sockets.on('connection', (socket, req) => {
+  const size = sizeFromQuery(new URL(req.url ?? '/', 'http://x').searchParams) ?? DEFAULT_SIZE
   // `-E always`: keep ECHO on the inner terminal although script's stdin is a pipe, so what the
   // user types is shown (readline echoes through it); with the default (auto) typing is invisible.
-  const shell = spawn('script', ['-q', '-f', '-E', 'always', '-c', 'bash -i', '/dev/null'], {
+  // script gives its pty no size (its stdin is no terminal), so the shell starts with one set here;
+  // the numbers are validated integers, safe in the command line.
+  const shell = spawn('script', ['-q', '-f', '-E', 'always', '-c', `stty cols ${size.cols} rows ${size.rows}; exec bash -i`, '/dev/null'], {
     cwd: workDir,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: workDir, TERM: 'xterm-256color', LANG: 'C.UTF-8', SHELL: '/bin/bash' },
     stdio: ['pipe', 'pipe', 'pipe'],
   })
   shells.add(shell)
+  const resizer = shell.pid === undefined ? undefined : new PtyResizer(shell.pid, (message) => process.stderr.write(`resize: ${message}\n`))
   shell.stdout.on('data', (chunk: Buffer) => socket.send(chunk))
   shell.stderr.on('data', (chunk: Buffer) => socket.send(chunk))
   shell.stdin.on('error', () => {})
+  shell.on('error', () => {})
   shell.on('exit', () => {
     shells.delete(shell)
+    resizer?.close()
     socket.close()
   })
-  socket.on('message', (data) => shell.stdin.write(data as Buffer))
-  socket.on('close', () => shell.kill('SIGHUP'))
+  // Binary frames are keystrokes; text frames are control messages, and one that is not a valid
+  // resize is ignored.
+  socket.on('message', (data, isBinary) => {
+    if (isBinary) return void shell.stdin.write(data as Buffer)
+    const wanted = resizeRequest(String(data))
+    if (wanted) resizer?.resize(wanted)
+  })
+  socket.on('close', () => {
+    resizer?.close()
+    shell.kill('SIGHUP')
+  })
 })
 
 server.listen(0, '127.0.0.1', () => {

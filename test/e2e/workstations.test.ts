@@ -152,7 +152,7 @@ t.test('workstation: API, OIDC-bound proxy with WebSocket, restart, delete', asy
     let output = ''
     socket.on('message', (data) => (output += String(data)))
     await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
-    socket.send(`${command}\n`)
+    socket.send(Buffer.from(`${command}\n`)) // keystrokes are binary frames; text frames are control messages
     await until(`shell output ${expect}`, async () => output.includes(expect), 20_000)
     socket.close()
     return output

@@ -96,7 +96,7 @@ t.test('full lifecycle on real processes, timed; WebSocket shell in the workstat
   let output = ''
   socket.on('message', (data) => (output += String(data)))
   await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
-  socket.send('echo made-$((6*7)) > proof.txt; cat proof.txt; pwd\n')
+  socket.send(Buffer.from('echo made-$((6*7)) > proof.txt; cat proof.txt; pwd\n')) // keystrokes are binary frames
   await until('shell output', async () => output.includes('made-42') && output.includes(join(root, 'p1', 'home')), 20_000)
   t.pass('a real shell answered over the WebSocket, in the working directory')
   socket.close()
