@@ -56,7 +56,7 @@ export const storeSchema: JsonSchema = {
       enum: ['durable', 'async'],
       default: 'durable',
       description:
-        'shared engine: when a charge is answered. durable: after PostgreSQL has flushed it to disk (its WAL, under PostgreSQL's default synchronous_commit = on), so it survives a crash of the gateway, of PostgreSQL and of the machine. async: once PostgreSQL has committed it in memory (synchronous_commit = off), on disk within 3 × wal_writer_delay (0.6 s by default): a crash of the gateway still loses nothing, a crash of PostgreSQL or its machine can lose the charges of that last fraction of a second (those requests stay served and uncharged); faster and lighter on the gateway. Grants and documents always wait for the disk.',
+        'shared engine: when a charge is answered. durable: after PostgreSQL has flushed it to disk (its WAL, under the default synchronous_commit = on), so it survives a crash of the gateway, of PostgreSQL and of the machine. async: once PostgreSQL has committed it in memory (synchronous_commit = off), on disk within 3 × wal_writer_delay (0.6 s by default): a crash of the gateway still loses nothing, a crash of PostgreSQL or its machine can lose the charges of that last fraction of a second (those requests stay served and uncharged); faster and lighter on the gateway. Grants and documents always wait for the disk.',
     },
     rateLeaseTokens: {
       type: 'integer',
