@@ -32,6 +32,7 @@ import { settingsAdmin } from './settings-admin.ts'
 import { creditsAdmin } from './credits-admin.ts'
 import { identityAdminRoute, startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
 import { Accounts } from './accounts/authenticate.ts'
+import { userRoutes } from './accounts/user-routes.ts'
 import { LowBalanceMonitor } from './alerts/low-balance.ts'
 import { alertsAdmin } from './alerts/admin.ts'
 import { dashboard, type DashboardAuth } from './dashboard/index.ts'
@@ -245,7 +246,10 @@ export class Gateway {
         if (identity) return identity
         return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
       },
-      coreRoutes: [alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId))],
+      coreRoutes: [
+        alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId)),
+        userRoutes({ accounts: this.accounts, settings: this.store.settings, projects: () => this.#table.projects }),
+      ],
       dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
         workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),
       }),

@@ -10,10 +10,10 @@ import { randomUUID } from 'node:crypto'
 import { dirname, resolve } from 'node:path'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
-import { normaliseEmail } from './accounts/authenticate.ts'
-import { hashPassword, weakPassword } from './accounts/password.ts'
+import { hashPassword } from './accounts/password.ts'
+import { isRole, normaliseEmail, unknownProjects, weakPassword } from './accounts/user-rules.ts'
 import { openStore } from './store/open.ts'
-import { AccountConflict, ROLES, type Role } from './store/accounts/types.ts'
+import { AccountConflict, type Role } from './store/accounts/types.ts'
 import type { Store } from './store/types.ts'
 
 const USAGE = `usage:
@@ -113,9 +113,9 @@ export async function userCommand(file: string, args: string[], flags: Map<strin
       console.error(`tollgate user ${sub}: --email must be an email address\n${USAGE}`)
       return 2
     }
-    const role = flags.get('role') as Role | undefined
+    const role = flags.get('role')
     const projects = projectsOf(process.argv.slice(2))
-    if (sub === 'add' && (!role || !ROLES.includes(role))) {
+    if (sub === 'add' && !isRole(role)) {
       console.error(`tollgate user add: --role must be operator or owner\n${USAGE}`)
       return 2
     }
@@ -128,12 +128,12 @@ export async function userCommand(file: string, args: string[], flags: Map<strin
     const passwordHash = await hashPassword(password)
     return await withStore(file, async (store, known) => {
       if (sub === 'add') {
-        const unknown = projects.filter((p) => !known.has(p))
+        const unknown = unknownProjects(projects, (p) => known.has(p))
         if (unknown.length > 0) {
           console.error(`tollgate user add: no project ${unknown.join(', ')} in ${file} or the store`)
           return 1
         }
-        const user = await store.accounts.createUser({ id: randomUUID(), email, role: role!, passwordHash, projects })
+        const user = await store.accounts.createUser({ id: randomUUID(), email, role: role as Role, passwordHash, projects })
         console.log(`added ${user.role} ${user.email}${user.projects.length ? ` (projects: ${user.projects.join(', ')})` : ''}`)
         return 0
       }

@@ -1,6 +1,7 @@
 /**
  * The admin OpenAPI document: sign-in sessions and the linked identity-provider account
- * (core/accounts/session-routes.ts).
+ * (core/accounts/session-routes.ts), and the operators' management of accounts
+ * (core/accounts/user-routes.ts).
  */
 import { authErrors, body, errorAnswer, idParam, iso, json, obj, ref, type Schema } from './common.ts'
 
@@ -11,6 +12,14 @@ export const accountSchemas: Record<string, Schema> = {
     user: ref('User'),
     session: obj({ id: { type: 'string' }, createdAt: iso, expiresAt: iso, idleExpiresAt: iso }),
     csrfToken: { type: 'string' },
+  }),
+  UserListItem: obj({
+    id: { type: 'string' },
+    email: { type: 'string' },
+    role: { enum: ['operator', 'owner'] },
+    projects: { type: 'array', items: { type: 'string' } },
+    createdAt: iso,
+    updatedAt: iso,
   }),
   SessionListItem: obj({
     id: { type: 'string' },
@@ -44,6 +53,54 @@ export const accountPaths: Record<string, Record<string, unknown>> = {
       summary: 'Revoke a session',
       parameters: [idParam],
       responses: { '200': json(obj({ revoked: { type: 'string' } })), ...authErrors, '404': errorAnswer('session_not_found') },
+    },
+  },
+  '/admin/users': {
+    get: { summary: 'Admin accounts (operators); never a password hash', responses: { '200': json(obj({ users: { type: 'array', items: ref('UserListItem') } })), ...authErrors } },
+    post: {
+      summary: 'Create an account (operators), as `tollgate user add` does: the same email, role, project and password rules',
+      requestBody: body(
+        obj(
+          {
+            email: { type: 'string' },
+            role: { enum: ['operator', 'owner'] },
+            projects: { type: 'array', items: { type: 'string' }, description: 'Projects an owner owns; each must exist' },
+            password: { type: 'string', minLength: 12, maxLength: 1024 },
+          },
+          ['email', 'role', 'password'],
+        ),
+      ),
+      responses: {
+        '201': json(obj({ user: ref('UserListItem') }), 'Created'),
+        '400': errorAnswer('invalid_body (the message names the field), invalid_json'),
+        ...authErrors,
+        '409': errorAnswer('user_exists'),
+        '413': errorAnswer('body_too_large'),
+      },
+    },
+  },
+  '/admin/users/{id}': {
+    patch: {
+      summary: "Change an account's role, projects (replaces the set) or password; a new password signs the user's sessions out",
+      parameters: [idParam],
+      requestBody: body(obj({ role: { enum: ['operator', 'owner'] }, projects: { type: 'array', items: { type: 'string' } }, password: { type: 'string', minLength: 12, maxLength: 1024 } }, [])),
+      responses: {
+        '200': json(obj({ user: ref('UserListItem'), sessionsEnded: { const: true } }, ['user'])),
+        '400': errorAnswer('invalid_body (the message names the field), invalid_json'),
+        ...authErrors,
+        '404': errorAnswer('user_not_found'),
+        '409': errorAnswer('self_lockout: your own account cannot be demoted'),
+      },
+    },
+    delete: {
+      summary: 'Delete an account and end its sessions at once',
+      parameters: [idParam],
+      responses: {
+        '200': json(obj({ deleted: { type: 'string' } })),
+        ...authErrors,
+        '404': errorAnswer('user_not_found'),
+        '409': errorAnswer('self_lockout: your own account cannot be deleted'),
+      },
     },
   },
   '/admin/account/identity': {

@@ -47,8 +47,8 @@ export const projectSchemas: Record<string, Schema> = {
     seq: { type: 'integer' },
     at: { type: 'integer' },
     actor: { type: 'string' },
-    action: { enum: ['project.create', 'project.update', 'project.reset', 'key.add', 'key.update', 'key.rotate', 'credits.top_up'] },
-    projectId: { type: 'string' },
+    action: { enum: ['project.create', 'project.update', 'project.reset', 'key.add', 'key.update', 'key.rotate', 'credits.top_up', 'user.create', 'user.update', 'user.delete'] },
+    projectId: { type: 'string', description: "'' for a change of an admin account (user.*)" },
     detail: { type: 'object' },
   }),
 }

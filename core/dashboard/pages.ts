@@ -64,7 +64,7 @@ export function signInPage(): string {
     undefined,
     html`<section class="signin card">
       <h1>Sign in</h1>
-      <p class="muted">Use your tollgate account. Operators create accounts with <code>tollgate user add</code>.</p>
+      <p class="muted">Use your tollgate account. Operators create accounts with <code>tollgate user add</code> or the admin API (<code>POST /admin/users</code>).</p>
       <form id="sign-in" autocomplete="on">
         <label>Email <input name="email" type="email" autocomplete="username" required autofocus></label>
         <label>Password <input name="password" type="password" autocomplete="current-password" required></label>

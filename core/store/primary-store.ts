@@ -76,6 +76,8 @@ const ACCOUNTS_OPS = new Set<keyof AccountsStore>([
   'listUsers',
   'setPassword',
   'addProjects',
+  'updateUser',
+  'deleteUser',
   'createSession',
   'sessionByTokenHash',
   'touchSession',

@@ -27,7 +27,7 @@ const ALERT_SECRET = `alert-secret-${randomBytes(12).toString('hex')}`
 
 /**
  * Every method and path the admin listener serves as an API (core/admin.ts, core/accounts/session-routes.ts,
- * core/settings-admin.ts, core/credits-admin.ts, core/alerts/admin.ts, core/workstations/admin-routes.ts,
+ * core/accounts/user-routes.ts, core/settings-admin.ts, core/credits-admin.ts, core/alerts/admin.ts, core/workstations/admin-routes.ts,
  * the credit-meter plugin's usage route). A route added to the code belongs here and in the document.
  */
 const SERVED = [
@@ -43,6 +43,10 @@ const SERVED = [
   'delete /admin/session',
   'get /admin/sessions',
   'delete /admin/sessions/{id}',
+  'get /admin/users',
+  'post /admin/users',
+  'patch /admin/users/{id}',
+  'delete /admin/users/{id}',
   'post /admin/reload',
   'get /admin/config',
   'get /admin/projects',
@@ -173,6 +177,27 @@ routes:
   check('GET', '/admin/session', await send(gw.adminUrl, 'GET', '/admin/session'))
   const sessions = await op.call('GET', '/admin/sessions')
   check('GET', '/admin/sessions', sessions)
+  // Accounts over the API: list, create (then the same email, a bad body, too large a body), change, delete.
+  const listed = await admin('GET', '/admin/users', '/admin/users')
+  t.same(listed.json.users.map((u: any) => u.email), [OP.email, OWNER.email])
+  check('GET', '/admin/users', await owner.call('GET', '/admin/users'))
+  const made = await admin('POST', '/admin/users', '/admin/users', { email: 'api-made@example.com', role: 'owner', projects: ['acme'], password: 'api-made-' + randomBytes(6).toString('hex') })
+  t.equal(made.status, 201)
+  t.equal((await admin('POST', '/admin/users', '/admin/users', { email: 'api-made@example.com', role: 'owner', password: 'api-made-' + randomBytes(6).toString('hex') })).status, 409)
+  t.equal((await admin('POST', '/admin/users', '/admin/users', { email: 'x@example.com', role: 'root', password: 'x' })).status, 400)
+  t.equal((await admin('POST', '/admin/users', '/admin/users', '{"email":')).status, 400)
+  t.equal((await admin('POST', '/admin/users', '/admin/users', JSON.stringify({ email: 'x'.repeat(70_000) }))).status, 413)
+  check('POST', '/admin/users', await op.call('POST', '/admin/users', { email: 'csrf@example.com', role: 'owner', password: 'csrf-pass-' + randomBytes(6).toString('hex') }, { csrf: false }))
+  t.equal((await admin('PATCH', '/admin/users/{id}', `/admin/users/${made.json.user.id}`, { projects: ['acme', 'other'], password: 'api-next-' + randomBytes(6).toString('hex') })).status, 200)
+  t.equal((await admin('PATCH', '/admin/users/{id}', `/admin/users/${made.json.user.id}`, { role: 'operator' })).status, 200)
+  await admin('PATCH', '/admin/users/{id}', `/admin/users/${made.json.user.id}`, { role: 'nope' })
+  await admin('PATCH', '/admin/users/{id}', '/admin/users/missing', { role: 'owner' })
+  const opId = listed.json.users.find((u: any) => u.email === OP.email).id
+  check('PATCH', '/admin/users/{id}', await op.call('PATCH', `/admin/users/${opId}`, { role: 'owner' }))
+  check('DELETE', '/admin/users/{id}', await op.call('DELETE', `/admin/users/${opId}`))
+  check('DELETE', '/admin/users/{id}', await owner.call('DELETE', `/admin/users/${opId}`))
+  t.equal((await admin('DELETE', '/admin/users/{id}', `/admin/users/${made.json.user.id}`)).status, 200)
+  await admin('DELETE', '/admin/users/{id}', `/admin/users/${made.json.user.id}`)
   check('GET', '/admin/config', await admin('GET', '/admin/config', '/admin/config'))
   check('GET', '/admin/config', await owner.call('GET', '/admin/config'))
   await admin('POST', '/admin/reload', '/admin/reload')

@@ -7,7 +7,7 @@
 import type pg from 'pg'
 import type { Migration } from '../shared/migrations.ts'
 import { sessionFromRow, userFromRow } from './sqlite.ts'
-import { AccountConflict, type AccountsStore, type SessionRecord, type UserRecord } from './types.ts'
+import { AccountConflict, type AccountsStore, type Role, type SessionRecord, type UserRecord } from './types.ts'
 
 /** Append only: an applied migration is never edited. */
 export const ACCOUNTS_MIGRATIONS: readonly Migration[] = [
@@ -93,6 +93,31 @@ export class PostgresAccounts implements AccountsStore {
     await this.#transaction(async (client) => {
       for (const project of projectIds) await client.query('INSERT INTO accounts_user_projects (user_id, project_id) VALUES ($1, $2) ON CONFLICT DO NOTHING', [userId, project])
     })
+  }
+
+  async updateUser(userId: string, change: { role?: Role; projects?: string[]; passwordHash?: string }): Promise<UserRecord | undefined> {
+    const now = this.#clock()
+    const found = await this.#transaction(async (client) => {
+      // The row lock taken here orders concurrent changes of the same user.
+      const touched = await client.query('UPDATE accounts_users SET updated_at = $1 WHERE id = $2', [now, userId])
+      if (touched.rowCount === 0) return false
+      if (change.role !== undefined) await client.query('UPDATE accounts_users SET role = $1 WHERE id = $2', [change.role, userId])
+      if (change.projects !== undefined) {
+        await client.query('DELETE FROM accounts_user_projects WHERE user_id = $1', [userId])
+        for (const project of new Set(change.projects)) await client.query('INSERT INTO accounts_user_projects (user_id, project_id) VALUES ($1, $2)', [userId, project])
+      }
+      if (change.passwordHash !== undefined) {
+        await client.query('UPDATE accounts_users SET password_hash = $1 WHERE id = $2', [change.passwordHash, userId])
+        await client.query('DELETE FROM accounts_sessions WHERE user_id = $1', [userId])
+      }
+      return true
+    })
+    return found ? this.userById(userId) : undefined
+  }
+
+  async deleteUser(userId: string): Promise<boolean> {
+    // ON DELETE CASCADE removes its owned projects and its sessions in the same statement.
+    return ((await this.#pool.query('DELETE FROM accounts_users WHERE id = $1', [userId])).rowCount ?? 0) > 0
   }
 
   async createSession(session: SessionRecord): Promise<void> {

@@ -73,6 +73,10 @@ export class SqliteAccounts implements AccountsStore {
       projectsOf: db.prepare('SELECT project_id FROM accounts_user_projects WHERE user_id = ? ORDER BY project_id'),
       addProject: db.prepare('INSERT OR IGNORE INTO accounts_user_projects (user_id, project_id) VALUES (?, ?)'),
       setPassword: db.prepare('UPDATE accounts_users SET password_hash = ?, updated_at = ? WHERE id = ?'),
+      setRole: db.prepare('UPDATE accounts_users SET role = ?, updated_at = ? WHERE id = ?'),
+      touchUser: db.prepare('UPDATE accounts_users SET updated_at = ? WHERE id = ?'),
+      deleteProjectsOf: db.prepare('DELETE FROM accounts_user_projects WHERE user_id = ?'),
+      deleteUser: db.prepare('DELETE FROM accounts_users WHERE id = ?'),
       deleteSessionsOf: db.prepare('DELETE FROM accounts_sessions WHERE user_id = ?'),
       insertSession: db.prepare(`INSERT INTO accounts_sessions (${SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`),
       sessionByHash: db.prepare(`SELECT ${SESSION_COLUMNS} FROM accounts_sessions WHERE token_hash = ?`),
@@ -122,6 +126,38 @@ export class SqliteAccounts implements AccountsStore {
     this.#db.transaction(() => {
       for (const project of projectIds) this.#stmt.addProject.run(userId, project)
     })()
+  }
+
+  async updateUser(userId: string, change: { role?: Role; projects?: string[]; passwordHash?: string }): Promise<UserRecord | undefined> {
+    const now = this.#clock()
+    const found = this.#db
+      .transaction(() => {
+        if (this.#stmt.touchUser.run(now, userId).changes === 0) return false
+        if (change.role !== undefined) this.#stmt.setRole.run(change.role, now, userId)
+        if (change.projects !== undefined) {
+          this.#stmt.deleteProjectsOf.run(userId)
+          for (const project of new Set(change.projects)) this.#stmt.addProject.run(userId, project)
+        }
+        if (change.passwordHash !== undefined) {
+          this.#stmt.setPassword.run(change.passwordHash, now, userId)
+          this.#stmt.deleteSessionsOf.run(userId)
+        }
+        return true
+      })
+      .immediate()
+    return found ? this.userById(userId) : undefined
+  }
+
+  async deleteUser(userId: string): Promise<boolean> {
+    // Sessions and owned projects are deleted explicitly: the foreign keys' ON DELETE CASCADE acts
+    // only where the connection enabled them.
+    return this.#db
+      .transaction(() => {
+        this.#stmt.deleteSessionsOf.run(userId)
+        this.#stmt.deleteProjectsOf.run(userId)
+        return this.#stmt.deleteUser.run(userId).changes > 0
+      })
+      .immediate()
   }
 
   async createSession(session: SessionRecord): Promise<void> {

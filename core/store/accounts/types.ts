@@ -51,6 +51,14 @@ export interface AccountsStore {
   setPassword(userId: string, passwordHash: string): Promise<boolean>
   /** Adds projects to those the user owns (already owned ones are kept). */
   addProjects(userId: string, projectIds: string[]): Promise<void>
+  /**
+   * Changes a user in one transaction: `role`, `projects` (replaces the owned set) and/or
+   * `passwordHash` (which also ends every session of the user, as {@link setPassword} does).
+   * Undefined when there is no such user.
+   */
+  updateUser(userId: string, change: { role?: Role; projects?: string[]; passwordHash?: string }): Promise<UserRecord | undefined>
+  /** Removes the user, the projects it owns and every session of it at once. False when there is no such user. */
+  deleteUser(userId: string): Promise<boolean>
   createSession(session: SessionRecord): Promise<void>
   sessionByTokenHash(tokenHash: string): Promise<SessionRecord | undefined>
   /** Records activity (idle expiry counts from it). */

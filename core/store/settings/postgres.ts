@@ -36,6 +36,7 @@ import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDe
 import {
   SettingsConflict,
   type ProjectFields,
+  type RecordedAction,
   type SettingsAction,
   type SettingsChange,
   type SettingsListener,
@@ -266,7 +267,7 @@ export class PostgresSettings implements SettingsStore {
     })
   }
 
-  recordAction(projectId: string, action: 'credits.top_up', detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
+  recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
     return this.#change(actor, action, projectId, detail, async () => {})
   }
 

@@ -11,6 +11,7 @@ import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDe
 import {
   SettingsConflict,
   type ProjectFields,
+  type RecordedAction,
   type SettingsAction,
   type SettingsChange,
   type SettingsListener,
@@ -181,7 +182,7 @@ export class SqliteSettings implements SettingsStore {
     })
   }
 
-  async recordAction(projectId: string, action: 'credits.top_up', detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
+  async recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
     return this.#change(actor, action, projectId, detail, () => {})
   }
 

@@ -68,7 +68,13 @@ export interface SettingsSnapshot {
   projects: ProjectOverride[]
 }
 
-export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update' | 'key.rotate' | 'credits.top_up'
+export type SettingsAction = 'project.create' | 'project.update' | 'project.reset' | 'key.add' | 'key.update' | 'key.rotate' | 'credits.top_up' | UserAction
+
+/** Changes of admin accounts (core/accounts/user-routes.ts): audited with the project id '' (they belong to no project). */
+export type UserAction = 'user.create' | 'user.update' | 'user.delete'
+
+/** Actions {@link SettingsStore.recordAction} appends: audited, but they change no project setting. */
+export type RecordedAction = 'credits.top_up' | UserAction
 
 /** One change, as announced to subscribers and kept in the audit trail. */
 export interface SettingsChange {
@@ -126,10 +132,10 @@ export interface SettingsStore {
   /** Drops every override of the project (a created project disappears; a seeded one is the yaml's again). */
   resetProject(id: string, actor: string): Promise<SettingsChange>
   /**
-   * Appends an audit row for an operator action that changes no setting (a credit top-up), with
-   * its own sequence number and notification like any change.
+   * Appends an audit row for an operator action that changes no setting (a credit top-up, a change
+   * of an admin account), with its own sequence number and notification like any change.
    */
-  recordAction(projectId: string, action: 'credits.top_up', detail: Record<string, unknown>, actor: string): Promise<SettingsChange>
+  recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: string): Promise<SettingsChange>
   /** The audit trail, newest first. */
   audit(options?: { projectId?: string; limit?: number }): Promise<SettingsChange[]>
   /** Calls `listener` after every change made through any instance sharing the store. Returns the unsubscribe. */

@@ -137,5 +137,31 @@ for (const engine of engines) {
     t.equal(await refusal(accounts.authenticate(request({ cookie: `${SESSION_COOKIE}=not-a-token` }))), '401 session_invalid')
     t.equal(await refusal(accounts.authenticate(request({}))), '401 admin_unauthorized')
     t.equal(await refusal(accounts.authenticate(request({ authorization: 'Bearer x' }))), '401 admin_unauthorized', 'no admin token configured')
+
+    // updateUser: role and projects (replaced, deduplicated) keep the sessions; a new password ends them.
+    const live = await accounts.signIn('own@example.com', 'another password 2', '10.0.0.5')
+    const liveCookie = request({ cookie: `${SESSION_COOKIE}=${live.token}` })
+    now += 1000
+    const promoted = await store.accounts.updateUser(owner.id, { role: 'operator', projects: ['z', 'b', 'z'] })
+    t.match(promoted, { role: 'operator', projects: ['b', 'z'], updatedAt: now })
+    t.not(promoted!.updatedAt, promoted!.createdAt, 'updatedAt moves')
+    const after = await accounts.authenticate(liveCookie)
+    t.same([after.role, after.kind === 'session' && after.user.projects], ['operator', ['b', 'z']], 'a live session sees the change at once')
+    t.same((await store.accounts.updateUser(owner.id, { projects: [] }))!.projects, [], 'projects can be emptied')
+    const repassed = await store.accounts.updateUser(owner.id, { passwordHash: await hashPassword('third password 3') })
+    t.equal(repassed!.role, 'operator', 'a password change keeps the role')
+    t.equal(await refusal(accounts.authenticate(liveCookie)), '401 session_invalid', 'a new password ends the sessions')
+    t.equal(await store.accounts.updateUser(randomUUID(), { role: 'owner' }), undefined, 'no such user: undefined')
+
+    // deleteUser: the user, its projects and its sessions go together.
+    const doomed = await store.accounts.createUser({ id: randomUUID(), email: 'doomed@example.com', role: 'owner', passwordHash: await hashPassword('doomed pass 1'), projects: ['a', 'b'] })
+    const doomedSession = await accounts.signIn('doomed@example.com', 'doomed pass 1', '10.0.0.6')
+    t.equal(await store.accounts.deleteUser(doomed.id), true)
+    t.equal(await refusal(accounts.authenticate(request({ cookie: `${SESSION_COOKIE}=${doomedSession.token}` }))), '401 session_invalid')
+    t.same(await store.accounts.listSessions(doomed.id), [], 'no session row is left')
+    t.equal(await store.accounts.userByEmail('doomed@example.com'), undefined)
+    t.equal(await store.accounts.deleteUser(doomed.id), false, 'a second delete: false')
+    const reborn = await store.accounts.createUser({ ...doomed, projects: ['c'] })
+    t.same(reborn.projects, ['c'], 'the same id again owns only its new projects: no project row was left')
   })
 }
