@@ -1,7 +1,8 @@
 /**
  * CPU the shared engine's servers spend for one gateway process: the PostgreSQL backends that serve
  * the gateway's own connections (found by matching the gateway's TCP sockets with
- * `pg_stat_activity.client_port`), and the Redis server process as a whole (Redis is single-threaded
+ * `pg_stat_activity.client_port`, or, over a Unix socket, the peers `ss -xp` names for the gateway's
+ * sockets), and the Redis server process as a whole (Redis is single-threaded
  * and shared: its figure includes any other client on the machine).
  */
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs'
@@ -50,6 +51,7 @@ function localPortsOf(pid: number): Set<number> {
 
 /** PIDs of the PostgreSQL backends serving connections of process `gatewayPid`. */
 export async function backendsOf(postgresUrl: string, gatewayPid: number): Promise<number[]> {
+  if (/[?&]host=\//.test(postgresUrl)) return unixPeersOf(gatewayPid, 'postgres')
   const ports = localPortsOf(gatewayPid)
   const client = new pg.Client({ connectionString: postgresUrl, application_name: 'tollgate-bench-probe' })
   await client.connect()
@@ -59,6 +61,23 @@ export async function backendsOf(postgresUrl: string, gatewayPid: number): Promi
   } finally {
     await client.end()
   }
+}
+
+/**
+ * PIDs of the `command` processes at the other end of process `pid`'s Unix stream sockets (for
+ * PostgreSQL reached by its socket, where pg_stat_activity has no client port to match).
+ */
+function unixPeersOf(pid: number, command: string): number[] {
+  const lines = execFileSync('ss', ['-xpn'], { encoding: 'utf8' }).split('\n')
+  // Columns: Netid State Recv-Q Send-Q Local Port Peer Port Process; for Unix sockets "Port" is the inode.
+  const rows = lines.map((line) => line.trim().split(/\s+/)).filter((cols) => cols[0] === 'u_str' && cols.length >= 9)
+  const owned = new Set(rows.filter((cols) => cols[8]!.includes(`pid=${pid},`)).map((cols) => cols[5]!))
+  const peers = new Set<number>()
+  for (const cols of rows) {
+    const owner = new RegExp(`\\("${command}",pid=(\\d+),`).exec(cols[8]!)
+    if (owner && owned.has(cols[7]!)) peers.add(Number(owner[1]))
+  }
+  return [...peers]
 }
 
 /** PID of the local redis-server, if one runs. */
