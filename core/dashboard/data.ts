@@ -7,6 +7,7 @@
 import type { Project } from '../projects.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
 import type { Store, UsageDetailRow, UsageRow } from '../store/types.ts'
+import type { Role, UserRecord } from '../store/accounts/types.ts'
 import type { AlertRecord, LowBalanceMonitor } from '../alerts/low-balance.ts'
 
 const HOUR_MS = 3_600_000
@@ -116,4 +117,23 @@ export async function projectSummary(deps: SummaryDeps, project: Project): Promi
     chart: chartOf(rows, now),
     alerts,
   }
+}
+
+/** What the Accounts page shows of a user: no password hash ever leaves {@link accountRow}. */
+export interface AccountRow {
+  id: string
+  email: string
+  role: Role
+  projects: string[]
+  createdAt: number
+}
+
+export function accountRow(user: UserRecord): AccountRow {
+  return { id: user.id, email: user.email, role: user.role, projects: [...user.projects], createdAt: user.createdAt }
+}
+
+/** Every account, operators first, then by email. */
+export async function accountRows(store: Pick<Store, 'accounts'>): Promise<AccountRow[]> {
+  const users = await store.accounts.listUsers()
+  return users.map(accountRow).sort((a, b) => (a.role === b.role ? a.email.localeCompare(b.email) : a.role === 'operator' ? -1 : 1))
 }

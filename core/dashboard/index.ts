@@ -9,6 +9,7 @@
  *   GET /dashboard/projects/:id                       one project: chart, errors, routes, keys, features, alerts
  *   GET /dashboard/operator                           every project at a glance (operators)
  *   GET /dashboard/alerts                             low-balance alerts of the projects one may see
+ *   GET /dashboard/accounts                           users: list, create, change, delete (operators)
  *   GET /dashboard/fragments/...                      the live parts of those pages (HTML), and chart.json
  *   GET /dashboard/assets/:file                       app.js, app.css, uPlot.iife.min.js, uPlot.min.css
  *
@@ -21,8 +22,10 @@ import type { LowBalanceMonitor } from '../alerts/low-balance.ts'
 import type { Project, ProjectDirectory } from '../projects.ts'
 import type { Store } from '../store/types.ts'
 import { serveAsset } from './assets.ts'
-import { projectSummary } from './data.ts'
+import { accountRows, projectSummary } from './data.ts'
 import {
+  accountsFragment,
+  accountsPage,
   alertsFragment,
   alertsPage,
   messagePage,
@@ -42,6 +45,9 @@ export type { DashboardViewer } from './pages.ts'
 export interface DashboardSession extends DashboardViewer {
   projects: 'all' | ReadonlySet<string>
 }
+
+/** The refusal of the users API (`requireOperator`), shown by the Accounts page to an owner. */
+const OPERATOR_ONLY = { code: 'operator_only', message: 'only an operator may do this' }
 
 /** Reads the session of a request (cookie); undefined when there is none or it expired. */
 export type DashboardAuth = (req: IncomingMessage) => Promise<DashboardSession | undefined>
@@ -141,6 +147,12 @@ export function dashboard(deps: DashboardDeps) {
       else sendHtml(res, 200, operatorPage(session, await summaries(mine), await alertsOf(mine)))
       return true
     }
+    if (path === '/dashboard/accounts') {
+      // Same refusal as GET /admin/users gives an owner, rendered as a dashboard page.
+      if (!session.operator) sendHtml(res, 403, messagePage(session, 'Operators only', `${OPERATOR_ONLY.message} (403 ${OPERATOR_ONLY.code}).`))
+      else sendHtml(res, 200, accountsPage(session, await accountRows(deps.store), projects.all().map((p) => p.id)))
+      return true
+    }
     if (path === '/dashboard/alerts') {
       sendHtml(res, 200, alertsPage(session, await alertsOf(mine)))
       return true
@@ -148,6 +160,10 @@ export function dashboard(deps: DashboardDeps) {
     if (fragment) {
       if (second === 'projects' && third === undefined) return sendHtml(res, 200, projectsFragment(await summaries(mine)).text), true
       if (second === 'operator' && session.operator) return sendHtml(res, 200, operatorFragment(await summaries(mine), await alertsOf(mine)).text), true
+      if (second === 'accounts' && third === undefined) {
+        if (!session.operator) return sendJson(res, 403, { error: OPERATOR_ONLY }), true
+        return sendHtml(res, 200, accountsFragment(session, await accountRows(deps.store)).text), true
+      }
       if (second === 'alerts') return sendHtml(res, 200, alertsFragment(await alertsOf(mine)).text), true
       if (second === 'projects' && third !== undefined) {
         const found = project(third)

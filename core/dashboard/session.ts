@@ -25,6 +25,7 @@ export function sessionAuth(accounts: Pick<Accounts, 'principalOf'>): DashboardA
     const operator = principal.role === 'operator'
     return {
       user: principal.user.email,
+      userId: principal.user.id,
       operator,
       csrfToken: principal.session.csrfToken,
       projects: operator ? 'all' : new Set(principal.user.projects),

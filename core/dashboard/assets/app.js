@@ -13,6 +13,8 @@ const API = {
   workstation: (project, verb) => `/admin/projects/${encodeURIComponent(project)}/workstation${verb ? `/${verb}` : ''}`,
   identity: '/admin/account/identity',
   identityLink: '/admin/account/identity/link',
+  users: '/admin/users',
+  user: (id) => `/admin/users/${encodeURIComponent(id)}`,
 }
 /** How long a rotated key keeps working beside its successor. */
 const ROTATION_GRACE_SECONDS = 3600
@@ -267,7 +269,151 @@ function actionDone() {
   showError(document.getElementById('action-error'), '')
 }
 
+// ---- accounts (operators) ----------------------------------------------------------------
+/** The API's password rule checked before sending (core/accounts/password.ts has the rest). */
+const MIN_PASSWORD_LENGTH = 12
+
+/**
+ * The field an API refusal is about: 409 user_exists is the email's, 409 self_lockout the role's
+ * (a form without a role field shows it in its banner), a 400 names its field first.
+ */
+function fieldOf(result) {
+  const code = result.body?.error?.code
+  if (code === 'user_exists') return 'email'
+  if (code === 'self_lockout') return 'role'
+  return /^(?:unknown field )?(email|role|projects|password)\b/.exec(result.message)?.[1]
+}
+
+/** One message under its field (or in the form's banner when it names none); every other one cleared. */
+function showFieldError(form, field, message) {
+  let placed = false
+  for (const slot of form.querySelectorAll('[data-error-for]')) {
+    const mine = Boolean(message) && slot.dataset.errorFor === field
+    showError(slot, mine ? message : '')
+    placed ||= mine
+  }
+  for (const input of form.querySelectorAll('input, select')) {
+    if (input.name === field && message) input.setAttribute('aria-invalid', 'true')
+    else input.removeAttribute('aria-invalid')
+  }
+  showError(form.querySelector('p.error'), placed ? '' : message)
+}
+
+function passwordProblem(form) {
+  const password = form.elements.password.value
+  if (password.length < MIN_PASSWORD_LENGTH) return ['password', `password: at least ${MIN_PASSWORD_LENGTH} characters (this one has ${password.length})`]
+  if (password !== form.elements.confirm.value) return ['confirm', 'the confirmation does not match the password']
+  return undefined
+}
+
+const checkedProjects = (form) => [...form.querySelectorAll('input[name="projects"]:checked')].map((input) => input.value)
+
+function userRow(button) {
+  const row = button.closest('tr[data-user]')
+  return { id: row.dataset.user, email: row.dataset.email, role: row.dataset.role, projects: JSON.parse(row.dataset.projects || '[]'), self: row.dataset.self === 'true' }
+}
+
+async function refreshAccounts() {
+  const region = document.getElementById('accounts')
+  const res = await fetch(region.dataset.src, { credentials: 'same-origin', headers: { accept: 'text/html' } })
+  if (res.status === 401) return void location.assign('/dashboard/sign-in')
+  if (res.ok) region.innerHTML = await res.text()
+}
+
+function notice(message) {
+  showError(document.getElementById('action-error'), '')
+  const el = document.getElementById('action-notice')
+  if (!el) return
+  el.textContent = message
+  el.hidden = !message
+}
+
+/** Opens one of the account dialogs for a user; `submit` answers the API's result. */
+function openUserDialog(id, user, submit) {
+  const dialog = document.getElementById(id)
+  const form = dialog.querySelector('form')
+  form.reset()
+  showFieldError(form, undefined, '')
+  dialog.dataset.user = user.id
+  form.onsubmit = async (event) => {
+    event.preventDefault()
+    const button = form.querySelector('button[type="submit"]')
+    button.disabled = true
+    const result = await submit(form)
+    button.disabled = false
+    if (!result) return
+    if (!result.ok) return showFieldError(form, fieldOf(result), result.message)
+    dialog.close()
+    await refreshAccounts()
+  }
+  return { dialog, form }
+}
+
+function startAccounts() {
+  const form = document.getElementById('create-user')
+  form?.addEventListener('submit', async (event) => {
+    event.preventDefault()
+    const problem = passwordProblem(form)
+    // Refused here, before anything is sent.
+    if (problem) return showFieldError(form, ...problem)
+    const submit = form.querySelector('button[type="submit"]')
+    submit.disabled = true
+    const email = form.elements.email.value.trim()
+    const result = await api('POST', API.users, { email, role: form.elements.role.value, projects: checkedProjects(form), password: form.elements.password.value })
+    submit.disabled = false
+    if (!result.ok) return showFieldError(form, fieldOf(result), result.message)
+    showFieldError(form, undefined, '')
+    form.reset()
+    notice(`Account ${result.body.user.email} created (${result.body.user.role}).`)
+    await refreshAccounts()
+  })
+}
+
 const actions = {
+  'edit-user'(button) {
+    const user = userRow(button)
+    const { dialog, form } = openUserDialog('user-edit-dialog', user, async (form) => {
+      const change = { projects: checkedProjects(form) }
+      if (!form.elements.role.disabled) change.role = form.elements.role.value
+      const result = await api('PATCH', API.user(user.id), change)
+      if (result.ok) notice(`${user.email}: ${result.body.user.role}, projects ${result.body.user.projects.join(', ') || 'none'}.`)
+      return result
+    })
+    dialog.querySelector('[data-slot="email"]').textContent = user.email
+    form.elements.role.value = user.role
+    // Your own role cannot go down (the API would answer 409 self_lockout).
+    form.elements.role.disabled = user.self
+    dialog.querySelector('[data-slot="self-note"]').hidden = !user.self
+    for (const input of form.querySelectorAll('input[name="projects"]')) input.checked = user.projects.includes(input.value)
+    dialog.showModal()
+  },
+  'user-password'(button) {
+    const user = userRow(button)
+    const { dialog, form } = openUserDialog('user-password-dialog', user, async (form) => {
+      const problem = passwordProblem(form)
+      if (problem) return void showFieldError(form, ...problem)
+      const result = await api('PATCH', API.user(user.id), { password: form.elements.password.value })
+      // Your own sessions ended with it, this one included.
+      if (result.ok && user.self) return void location.assign('/dashboard/sign-in')
+      if (result.ok) notice(`New password set for ${user.email}; every session of it was signed out.`)
+      return result
+    })
+    dialog.querySelector('[data-slot="text"]').textContent = user.self
+      ? 'This signs you out of every session, this one included; sign in again with the new password.'
+      : `This signs ${user.email} out of every session; they sign in again with the new password.`
+    dialog.showModal()
+    form.elements.password.focus()
+  },
+  'delete-user'(button) {
+    const user = userRow(button)
+    const { dialog } = openUserDialog('user-delete-dialog', user, async () => {
+      const result = await api('DELETE', API.user(user.id))
+      if (result.ok) notice(`Account ${user.email} deleted.`)
+      return result
+    })
+    dialog.querySelector('[data-slot="text"]').textContent = `Delete ${user.email}? Its sessions end at once and it loses access to its projects (the projects stay).`
+    dialog.showModal()
+  },
   async 'sign-out'() {
     await api('DELETE', API.session)
     location.assign('/dashboard/sign-in')
@@ -358,3 +504,4 @@ startChart()
 startForms()
 startLedger()
 startWorkstation()
+startAccounts()
