@@ -48,6 +48,7 @@ export interface DashboardSession extends DashboardViewer {
 
 /** The refusal of the users API (`requireOperator`), shown by the Accounts page to an owner. */
 const OPERATOR_ONLY = { code: 'operator_only', message: 'only an operator may do this' }
+const OPERATOR_ONLY_TEXT = `Only an operator may do this (403 ${OPERATOR_ONLY.code}). Ask an operator to change your account.`
 
 /** Reads the session of a request (cookie); undefined when there is none or it expired. */
 export type DashboardAuth = (req: IncomingMessage) => Promise<DashboardSession | undefined>
@@ -149,7 +150,7 @@ export function dashboard(deps: DashboardDeps) {
     }
     if (path === '/dashboard/accounts') {
       // Same refusal as GET /admin/users gives an owner, rendered as a dashboard page.
-      if (!session.operator) sendHtml(res, 403, messagePage(session, 'Operators only', `${OPERATOR_ONLY.message} (403 ${OPERATOR_ONLY.code}).`))
+      if (!session.operator) sendHtml(res, 403, messagePage(session, 'Operators only', OPERATOR_ONLY_TEXT))
       else sendHtml(res, 200, accountsPage(session, await accountRows(deps.store), projects.all().map((p) => p.id)))
       return true
     }

@@ -415,7 +415,7 @@ export function accountsPage(viewer: DashboardViewer, accounts: readonly Account
         <p class="muted" data-slot="email"></p>
         <label>Role ${roleSelect}<span class="hint muted small" data-slot="self-note" hidden>You cannot demote your own account.</span>
           <span class="field-error" data-error-for="role" hidden></span></label>
-        ${projectPicker(projectIds, 'Projects')}
+        ${projectPicker(projectIds, 'Projects (owners)')}
         <p class="error" role="alert" hidden></p>
         <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary">Save</button></div>
       </form>

@@ -200,6 +200,7 @@ t.test('dashboard Accounts page: operators manage users, owners are refused', as
   t.match(await page.textContent('#user-delete-form .error'), /cannot delete your own account/, 'forced deletion: the 409 is shown')
   await page.click('#user-delete-dialog [data-action=close-dialog]')
   t.equal((await userNamed(OP.email))?.role, 'operator', 'the operator is still one')
+  t.ok(await page.isDisabled(`${own} [data-action=delete-user]`), 'the list is redrawn after the refusal: your delete button is disabled again')
 
   // Delete the owner, after confirming (Cancel first changes nothing).
   await page.click(`${row} [data-action=delete-user]`)
@@ -223,7 +224,7 @@ t.test('dashboard Accounts page: operators manage users, owners are refused', as
   t.equal(await ownerPage.locator('nav a[href="/dashboard/accounts"]').count(), 0, 'an owner sees no Accounts link')
   const answer = await ownerPage.goto(gw.adminUrl + '/dashboard/accounts')
   t.equal(answer?.status(), 403, 'the direct URL answers 403')
-  t.match(await ownerPage.textContent('main'), /Operators only[\s\S]*only an operator may do this[\s\S]*operator_only/, "the API's refusal, as a dashboard page")
+  t.match(await ownerPage.textContent('main'), /Operators only[\s\S]*Only an operator may do this[\s\S]*operator_only/, "the API's refusal, as a dashboard page")
   t.equal(await ownerPage.locator('table.accounts').count(), 0, 'no account is listed')
   await shot(ownerPage, '10-owner-refused')
   const fragment = await ownerContext.request.get(gw.adminUrl + '/dashboard/fragments/accounts')

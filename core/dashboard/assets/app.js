@@ -334,6 +334,7 @@ function openUserDialog(id, user, submit) {
   const form = dialog.querySelector('form')
   form.reset()
   showFieldError(form, undefined, '')
+  notice('')
   dialog.dataset.user = user.id
   form.onsubmit = async (event) => {
     event.preventDefault()
@@ -342,7 +343,11 @@ function openUserDialog(id, user, submit) {
     const result = await submit(form)
     button.disabled = false
     if (!result) return
-    if (!result.ok) return showFieldError(form, fieldOf(result), result.message)
+    if (!result.ok) {
+      showFieldError(form, fieldOf(result), result.message)
+      // The list may be stale (an account deleted elsewhere, a control forced): redraw it behind the dialog.
+      return refreshAccounts()
+    }
     dialog.close()
     await refreshAccounts()
   }
@@ -353,6 +358,7 @@ function startAccounts() {
   const form = document.getElementById('create-user')
   form?.addEventListener('submit', async (event) => {
     event.preventDefault()
+    notice('')
     const problem = passwordProblem(form)
     // Refused here, before anything is sent.
     if (problem) return showFieldError(form, ...problem)

@@ -10,8 +10,8 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { request } from 'undici'
 import { escapeHtml, html } from '../../../core/dashboard/html.ts'
-import { chartOf, routeStats, WINDOW_HOURS } from '../../../core/dashboard/data.ts'
-import { signInPage } from '../../../core/dashboard/pages.ts'
+import { accountRow, chartOf, routeStats, WINDOW_HOURS } from '../../../core/dashboard/data.ts'
+import { accountsPage, signInPage } from '../../../core/dashboard/pages.ts'
 import { CONTENT_SECURITY_POLICY } from '../../../core/dashboard/index.ts'
 import { startGatewayProcess } from '../../helpers/gateway-process.ts'
 
@@ -48,10 +48,28 @@ t.test('chart: 24 zero-filled hours per API type; routes busiest first with mean
 })
 
 t.test('pages carry no inline script or style', async (t) => {
-  const page = signInPage()
-  t.notMatch(page, /<script(?![^>]*\bsrc=)[^>]*>/, 'every script has a src')
-  t.notMatch(page, /\sstyle=/, 'no style attributes')
-  t.notMatch(page, /\son[a-z]+=/, 'no inline event handlers')
+  const accounts = accountsPage({ user: 'ops@example.com', userId: 'u1', operator: true, csrfToken: 'c' }, [], ['acme'])
+  for (const page of [signInPage(), accounts]) {
+    t.notMatch(page, /<script(?![^>]*\bsrc=)[^>]*>/, 'every script has a src')
+    t.notMatch(page, /\sstyle=/, 'no style attributes')
+    t.notMatch(page, /\son[a-z]+=/, 'no inline event handlers')
+  }
+})
+
+t.test('accounts page: no hash, emails escaped, your own row cannot be deleted', async (t) => {
+  const viewer = { user: 'ops@example.com', userId: 'u1', operator: true, csrfToken: 'c' }
+  const markup = '<img/src=x/onerror=alert(1)>@x.io'
+  const rows = [
+    accountRow({ id: 'u1', email: 'ops@example.com', role: 'operator', passwordHash: 'scrypt$16384$8$1$salt$secret-hash', projects: [], createdAt: 0, updatedAt: 0 }),
+    accountRow({ id: 'u2', email: markup, role: 'owner', passwordHash: 'scrypt$16384$8$1$salt$other-hash', projects: ['acme'], createdAt: 0, updatedAt: 0 }),
+  ]
+  t.notOk('passwordHash' in rows[0]!, 'an account row has no hash')
+  const page = accountsPage(viewer, rows, ['acme'])
+  t.notMatch(page, /scrypt|secret-hash|other-hash/, 'no hash on the page')
+  t.notMatch(page, /<img/, 'the email is escaped')
+  t.match(page, escapeHtml(markup))
+  t.match(page, /<tr data-user="u1"[^>]*data-self="true"[\s\S]*?data-action="delete-user" disabled/, 'your own Delete is disabled')
+  t.match(page, /<tr data-user="u2"[^>]*data-self="false"[\s\S]*?data-action="delete-user" >Delete/, "another's is not")
 })
 
 t.test('a real gateway: /dashboard without a session', async (t) => {
