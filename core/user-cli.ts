@@ -11,7 +11,7 @@ import { dirname, resolve } from 'node:path'
 import { loadConfig } from './config/load.ts'
 import { formatIssue } from './config/source.ts'
 import { hashPassword } from './accounts/password.ts'
-import { isRole, normaliseEmail, unknownProjects, weakPassword } from './accounts/user-rules.ts'
+import { isRole, NEW_ACCOUNT_EMAIL_RULE, newAccountEmail, normaliseEmail, unknownProjects, weakPassword } from './accounts/user-rules.ts'
 import { openStore } from './store/open.ts'
 import { AccountConflict, type Role } from './store/accounts/types.ts'
 import type { Store } from './store/types.ts'
@@ -108,9 +108,10 @@ export async function userCommand(file: string, args: string[], flags: Map<strin
       console.error(USAGE)
       return 2
     }
-    const email = normaliseEmail(flags.get('email'))
+    // A new account needs a plain address; passwd finds an existing one by the sign-in rule.
+    const email = sub === 'add' ? newAccountEmail(flags.get('email')) : normaliseEmail(flags.get('email'))
     if (!email) {
-      console.error(`tollgate user ${sub}: --email must be an email address\n${USAGE}`)
+      console.error(`tollgate user ${sub}: --${sub === 'add' ? NEW_ACCOUNT_EMAIL_RULE : 'email must be an email address'}\n${USAGE}`)
       return 2
     }
     const role = flags.get('role')

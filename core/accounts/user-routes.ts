@@ -26,7 +26,7 @@ import { AccountConflict, type Role, type UserRecord } from '../store/accounts/t
 import type { SettingsStore } from '../store/settings/types.ts'
 import type { Accounts, AdminPrincipal } from './authenticate.ts'
 import { hashPassword } from './password.ts'
-import { isRole, normaliseEmail, unknownProjects, weakPassword } from './user-rules.ts'
+import { isRole, NEW_ACCOUNT_EMAIL_RULE, newAccountEmail, unknownProjects, weakPassword } from './user-rules.ts'
 
 export interface UserRoutesDeps {
   accounts: Accounts
@@ -102,8 +102,8 @@ export function userRoutes(deps: UserRoutesDeps) {
       path: '/admin/users',
       handler: async (_params, body, principal) => {
         const request = object(body, CREATE_FIELDS)
-        const email = normaliseEmail(request.email)
-        if (email === undefined) throw invalid('email must be an email address')
+        const email = newAccountEmail(request.email)
+        if (email === undefined) throw invalid(NEW_ACCOUNT_EMAIL_RULE)
         const role = parseRole(request.role)
         const projects = request.projects === undefined ? [] : parseProjects(request.projects)
         const password = parsePassword(request.password)
