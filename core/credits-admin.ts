@@ -20,7 +20,7 @@ import { GatewayError } from './errors.ts'
 import { parseJson, readBody } from './http/body.ts'
 import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
 import type { Project, ProjectDirectory } from './projects.ts'
-import { Router, normalisePath } from './router.ts'
+import { Router } from './router.ts'
 import { scheduleBounds } from './store/periods.ts'
 import type { CreditBalance, Store } from './store/types.ts'
 
@@ -144,13 +144,8 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
   const router = new Router(routes.map((route) => ({ methods: [route.method], path: route.path, value: route.handler })))
 
   return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status?: number; body: unknown } | undefined> => {
-    let match
-    try {
-      match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
-    } catch (error) {
-      if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
-      throw error
-    }
+    const match = router.matchOrPass(req.method ?? 'GET', url.pathname)
+    if (match === undefined) return undefined
     const raw = req.method === 'POST' ? await readBody(req, 1 << 16) : undefined
     const body = raw?.length ? parseJson(raw) : undefined
     return match.value({ params: match.params, query: url.searchParams, body, principal })

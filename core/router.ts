@@ -100,6 +100,27 @@ export class Router<T> {
     }
   }
 
+  /**
+   * The route of `method` and raw `pathname`, or undefined when none matches (404 or 405): for route
+   * tables that share a path space with others, such as the admin API's modules, each of which
+   * passes what is not its own to the next.
+   *
+   * @example
+   * ```ts
+   * const match = router.matchOrPass(req.method ?? 'GET', url.pathname)
+   * if (match === undefined) return undefined // another module's route, or the caller's 404
+   * ```
+   */
+  matchOrPass(method: string, pathname: string): RouteMatch<T> | undefined {
+    try {
+      return this.match(method, normalisePath(pathname))
+    } catch (error) {
+      const status = (error as { status?: unknown }).status
+      if (status === 404 || status === 405) return undefined
+      throw error
+    }
+  }
+
   /** Matches a normalised path. Throws 404 (no path) or 405 with `Allow` (path, other method). */
   match(method: string, segments: readonly string[]): RouteMatch<T> {
     let params: Record<string, string> = {}

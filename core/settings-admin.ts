@@ -33,7 +33,7 @@ import { requireOperator } from './admin.ts'
 import { GatewayError } from './errors.ts'
 import { parseJson, readBody } from './http/body.ts'
 import { hashCredential, type Project, type ProjectDirectory } from './projects.ts'
-import { Router, normalisePath } from './router.ts'
+import { Router } from './router.ts'
 import type { ProjectSettingsSync } from './project-settings.ts'
 import { FIELDS, HASH, KEY_LABEL, PROJECT_ID, invalid, limitOf, object, parseExpiry, parseFields, parseGrace } from './settings-admin-input.ts'
 import { SettingsConflict, type FeatureFlags, type ProjectFields, type ProjectOverride, type SettingsStore } from './store/settings/types.ts'
@@ -294,13 +294,8 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
   const router = new Router(routes.map((route) => ({ methods: [route.method], path: route.path, value: route.handler })))
 
   return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status?: number; body: unknown } | undefined> => {
-    let match
-    try {
-      match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
-    } catch (error) {
-      if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
-      throw error
-    }
+    const match = router.matchOrPass(req.method ?? 'GET', url.pathname)
+    if (match === undefined) return undefined
     // Another user's project answers what a missing one answers, before any other work.
     const projectId = match.params.id
     if (projectId !== undefined && !deps.accounts.canAccessProject(principal, projectId)) throw projectNotFound(projectId)

@@ -21,7 +21,7 @@ import { requireOperator } from '../admin.ts'
 import { GatewayError } from '../errors.ts'
 import { parseJson, readBody } from '../http/body.ts'
 import type { ProjectDirectory } from '../projects.ts'
-import { Router, normalisePath } from '../router.ts'
+import { Router } from '../router.ts'
 import { AccountConflict, type Role, type UserRecord } from '../store/accounts/types.ts'
 import type { SettingsStore } from '../store/settings/types.ts'
 import type { Accounts, AdminPrincipal } from './authenticate.ts'
@@ -161,13 +161,8 @@ export function userRoutes(deps: UserRoutesDeps) {
   const router = new Router(routes.map((route) => ({ methods: [route.method], path: route.path, value: route.handler })))
 
   return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<Answer | undefined> => {
-    let match
-    try {
-      match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
-    } catch (error) {
-      if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
-      throw error
-    }
+    const match = router.matchOrPass(req.method ?? 'GET', url.pathname)
+    if (match === undefined) return undefined
     // Authorisation before anything is read: an owner learns nothing about accounts.
     requireOperator(principal)
     const raw = req.method === 'POST' || req.method === 'PATCH' ? await readBody(req, 1 << 16) : undefined

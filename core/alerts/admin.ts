@@ -11,7 +11,7 @@ import type { IncomingMessage } from 'node:http'
 import type { AdminPrincipal } from '../accounts/authenticate.ts'
 import { GatewayError } from '../errors.ts'
 import type { Project, ProjectDirectory } from '../projects.ts'
-import { Router, normalisePath } from '../router.ts'
+import { Router } from '../router.ts'
 import type { AlertRecord, LowBalanceMonitor } from './low-balance.ts'
 
 type Answer = { status?: number; body: unknown }
@@ -53,13 +53,8 @@ export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectD
     },
   ])
   return async (req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<Answer | undefined> => {
-    let match
-    try {
-      match = router.match(req.method ?? 'GET', normalisePath(url.pathname))
-    } catch (error) {
-      if (error instanceof GatewayError && (error.status === 404 || error.status === 405)) return undefined
-      throw error
-    }
+    const match = router.matchOrPass(req.method ?? 'GET', url.pathname)
+    if (match === undefined) return undefined
     return match.value(match.params, url.searchParams, principal)
   }
 }

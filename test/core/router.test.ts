@@ -82,3 +82,9 @@ t.test('a method the most specific pattern lacks falls to a less specific one th
   t.equal(refused.status, 405, 'no pattern has the method: 405 names the most specific one')
   t.equal(refused.headers?.allow, 'POST')
 })
+
+t.test('matchOrPass: a route table sharing its path space passes on what is not its own', async (t) => {
+  t.same(router.matchOrPass('GET', '/privnet/rpc/k1'), { value: 'rpc', params: { apiKey: 'k1' } }, 'a match is returned as match() returns it')
+  t.equal(router.matchOrPass('GET', '/nowhere'), undefined, 'no such path: undefined, not a 404')
+  t.equal(router.matchOrPass('DELETE', '/privnet/rpc/k1'), undefined, 'another method: undefined, not a 405')
+})
