@@ -23,9 +23,9 @@ import type { Project, ProjectDirectory } from '../projects.ts'
 import type { Store } from '../store/types.ts'
 import { serveAsset } from './assets.ts'
 import { accountRows, projectSummary } from './data.ts'
+import { accountsFragment, accountsPage } from './accounts-page.ts'
+import type { DashboardViewer } from './layout.ts'
 import {
-  accountsFragment,
-  accountsPage,
   alertsFragment,
   alertsPage,
   messagePage,
@@ -36,10 +36,9 @@ import {
   projectsFragment,
   projectsPage,
   signInPage,
-  type DashboardViewer,
 } from './pages.ts'
 
-export type { DashboardViewer } from './pages.ts'
+export type { DashboardViewer } from './layout.ts'
 
 /** A signed-in viewer and the projects they may see. */
 export interface DashboardSession extends DashboardViewer {

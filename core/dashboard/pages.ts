@@ -4,22 +4,9 @@
  * the uPlot chart and send the admin API calls of buttons and dialogs.
  */
 import type { AlertRecord } from '../alerts/low-balance.ts'
-import type { AccountRow, ProjectSummary, RouteStat } from './data.ts'
+import type { ProjectSummary, RouteStat } from './data.ts'
 import { formatNumber, html, type SafeHtml } from './html.ts'
-
-/** Who is looking (from the session). */
-export interface DashboardViewer {
-  /** Account name shown in the header. */
-  user: string
-  operator: boolean
-  /** The account's id (marks its own row on the Accounts page). */
-  userId?: string
-  /** Sent back by the islands with every change (CSRF). */
-  csrfToken: string
-}
-
-/** Polling interval of the live regions and the chart, ms. */
-export const REFRESH_MS = 3000
+import { layout, REFRESH_MS, type DashboardViewer } from './layout.ts'
 
 const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSpace' | 'tee' | 'workstation'; label: string; help: string; operatorOnly: boolean }[] = [
   { key: 'proveBatch', label: 'ZK Prove Batch', help: 'Batched proofs on /prove-batch', operatorOnly: false },
@@ -28,37 +15,6 @@ const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSp
   { key: 'tee', label: 'TEE proving', help: 'tee_enabled requests go to the TEE pool', operatorOnly: true },
   { key: 'workstation', label: 'Cloud workstation', help: 'A personal workstation for this project (reload to see its card)', operatorOnly: true },
 ]
-
-function layout(title: string, viewer: DashboardViewer | undefined, body: SafeHtml, options: { active?: string; chart?: boolean } = {}): string {
-  const nav = viewer
-    ? html`<nav class="nav">
-        <a href="/dashboard/projects" class="${options.active === 'projects' ? 'active' : ''}">Projects</a>
-        ${viewer.operator ? html`<a href="/dashboard/operator" class="${options.active === 'operator' ? 'active' : ''}">Operator</a>` : ''}
-        <a href="/dashboard/alerts" class="${options.active === 'alerts' ? 'active' : ''}">Alerts</a>
-        ${viewer.operator ? html`<a href="/dashboard/accounts" class="${options.active === 'accounts' ? 'active' : ''}">Accounts</a>` : ''}
-      </nav>
-      <div class="who"><span class="user">${viewer.user}</span>${viewer.operator ? html`<span class="chip">operator</span>` : ''}
-        <button type="button" class="link" data-action="sign-out">Sign out</button></div>`
-    : ''
-  return html`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="csrf-token" content="${viewer?.csrfToken ?? ''}">
-<meta name="refresh-ms" content="${REFRESH_MS}">
-<title>${title} · tollgate</title>
-<link rel="icon" href="/dashboard/assets/favicon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="/dashboard/assets/app.css">
-${options.chart ? html`<link rel="stylesheet" href="/dashboard/assets/uPlot.min.css"><script src="/dashboard/assets/uPlot.iife.min.js" defer></script>` : ''}
-<script src="/dashboard/assets/app.js" defer></script>
-</head>
-<body>
-<header class="top"><a class="brand" href="/dashboard"><span class="logo">◆</span> tollgate</a>${nav}</header>
-<main>${body}</main>
-</body>
-</html>`.text
-}
 
 /** The sign-in form; the island posts it to the session endpoint. */
 export function signInPage(): string {
@@ -334,110 +290,6 @@ export function alertsPage(viewer: DashboardViewer, alerts: readonly AlertRecord
     <p class="muted">Each threshold of a project fires once per billing period as a signed webhook; every delivery attempt is listed (hover for its time and error).</p>
     <div data-live="/dashboard/fragments/alerts">${alertsFragment(alerts)}</div>`,
     { active: 'alerts' },
-  )
-}
-
-/** 2026-11-24 22:10 UTC */
-function when(ms: number): string {
-  return new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC'
-}
-
-/** Checkboxes of the project ids that exist (the API refuses any other). */
-function projectPicker(projectIds: readonly string[], legend: string): SafeHtml {
-  return html`<fieldset class="picker" data-field="projects"><legend>${legend}</legend>
-    ${projectIds.length === 0
-      ? html`<p class="muted small">No projects yet.</p>`
-      : html`<div class="checks">${projectIds.map((id) => html`<label class="check"><input type="checkbox" name="projects" value="${id}"> <code>${id}</code></label>`)}</div>`}
-    <p class="field-error" data-error-for="projects" hidden></p>
-  </fieldset>`
-}
-
-/** The users table (re-rendered after every change). Never a password or a hash: {@link AccountRow} has none. */
-export function accountsFragment(viewer: DashboardViewer, accounts: readonly AccountRow[]): SafeHtml {
-  if (accounts.length === 0) return html`<p class="muted">No accounts yet.</p>`
-  return html`<table class="table accounts">
-    <thead><tr><th>Email</th><th>Role</th><th>Projects</th><th>Created</th><th></th></tr></thead>
-    <tbody>${accounts.map((a) => {
-      const self = a.id === viewer.userId
-      return html`<tr data-user="${a.id}" data-email="${a.email}" data-role="${a.role}" data-projects="${JSON.stringify(a.projects)}" data-self="${self ? 'true' : 'false'}">
-        <td class="email">${a.email}${self ? html` <span class="chip">you</span>` : ''}</td>
-        <td><span class="chip ${a.role === 'operator' ? 'warn' : ''}">${a.role}</span></td>
-        <td class="projects">${a.role === 'operator'
-          ? html`<span class="muted small">every project</span>`
-          : a.projects.length ? a.projects.map((id) => html`<code>${id}</code> `) : html`<span class="muted small">none</span>`}</td>
-        <td class="small">${when(a.createdAt)}</td>
-        <td class="actions">
-          <button type="button" data-action="edit-user">Role &amp; projects</button>
-          <button type="button" data-action="user-password">Set password</button>
-          <button type="button" class="danger" data-action="delete-user" ${self ? html`disabled title="You cannot delete your own account"` : ''}>Delete</button>
-        </td></tr>`
-    })}</tbody></table>`
-}
-
-/**
- * Users for operators: the list, a create form and dialogs to change a role or projects, set a
- * password and delete. Every change is an admin API call (/admin/users) from assets/app.js; the
- * API's rules (and its 409 self_lockout) are the only ones, the form checks the password length
- * and confirmation before sending.
- */
-export function accountsPage(viewer: DashboardViewer, accounts: readonly AccountRow[], projectIds: readonly string[]): string {
-  const passwordFields = (autocomplete: string) => html`
-    <label>Password <input name="password" type="password" autocomplete="${autocomplete}" minlength="12">
-      <span class="hint muted small">At least 12 characters.</span><span class="field-error" data-error-for="password" hidden></span></label>
-    <label>Confirm password <input name="confirm" type="password" autocomplete="${autocomplete}">
-      <span class="field-error" data-error-for="confirm" hidden></span></label>`
-  const roleSelect = html`<select name="role"><option value="owner">owner: the projects listed</option><option value="operator">operator: every project and account</option></select>`
-  return layout(
-    'Accounts',
-    viewer,
-    html`<div class="page-head"><div><h1>Accounts</h1>
-      <div class="muted small">Operators see and change every project and account; an owner sees only the projects listed.</div></div></div>
-    <p class="error" id="action-error" role="alert" hidden></p>
-    <p class="notice" id="action-notice" role="status" hidden></p>
-    <section class="card"><h2>Users</h2><div id="accounts" data-src="/dashboard/fragments/accounts">${accountsFragment(viewer, accounts)}</div></section>
-    <section class="card">
-      <h2>New account</h2>
-      <form id="create-user" class="account-form" novalidate>
-        <div class="fields">
-          <label>Email <input name="email" type="text" inputmode="email" autocomplete="off" spellcheck="false" placeholder="dev@example.com">
-            <span class="field-error" data-error-for="email" hidden></span></label>
-          <label>Role ${roleSelect}<span class="field-error" data-error-for="role" hidden></span></label>
-          ${passwordFields('new-password')}
-        </div>
-        ${projectPicker(projectIds, 'Projects (owners)')}
-        <p class="error" role="alert" hidden></p>
-        <button type="submit" class="primary">Create account</button>
-      </form>
-    </section>
-    <dialog id="user-edit-dialog">
-      <form method="dialog" id="user-edit-form" novalidate>
-        <h2>Role and projects</h2>
-        <p class="muted" data-slot="email"></p>
-        <label>Role ${roleSelect}<span class="hint muted small" data-slot="self-note" hidden>You cannot demote your own account.</span>
-          <span class="field-error" data-error-for="role" hidden></span></label>
-        ${projectPicker(projectIds, 'Projects (owners)')}
-        <p class="error" role="alert" hidden></p>
-        <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary">Save</button></div>
-      </form>
-    </dialog>
-    <dialog id="user-password-dialog">
-      <form method="dialog" id="user-password-form" novalidate>
-        <h2>Set a new password</h2>
-        <p class="muted" data-slot="text"></p>
-        ${passwordFields('new-password')}
-        <p class="error" role="alert" hidden></p>
-        <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary">Set password</button></div>
-      </form>
-    </dialog>
-    <dialog id="user-delete-dialog">
-      <form method="dialog" id="user-delete-form">
-        <h2>Delete account</h2>
-        <p data-slot="text"></p>
-        <p class="error" role="alert" hidden></p>
-        <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary danger-fill">Delete</button></div>
-      </form>
-    </dialog>`,
-    { active: 'accounts' },
   )
 }
 
