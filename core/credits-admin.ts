@@ -17,7 +17,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { GatewayError } from './errors.ts'
-import { parseJson, readBody } from './http/body.ts'
+import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
 import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
 import type { Project, ProjectDirectory } from './projects.ts'
 import { Router } from './router.ts'
@@ -55,9 +55,7 @@ function balanceView(balance: CreditBalance) {
 export function parseTopUp(body: unknown): { amount: number; reason: string; idempotencyKey?: string } {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be a JSON object with amount')
   const request = body as Record<string, unknown>
-  for (const name of Object.keys(request)) {
-    if (!['amount', 'reason', 'idempotencyKey'].includes(name)) throw invalid(`unknown field ${name}; allowed: amount, reason, idempotencyKey`)
-  }
+  refuseUnknownFields(request, ['amount', 'reason', 'idempotencyKey'])
   const { amount, reason, idempotencyKey } = request
   if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount < 1 || amount > MAX_TOP_UP) {
     throw invalid(`amount must be an integer from 1 to ${MAX_TOP_UP}`)

@@ -3,6 +3,7 @@
  * refusal is a 400 whose message names the field, so a bad body never reaches the store.
  */
 import { GatewayError } from './errors.ts'
+import { refuseUnknownFields } from './http/body.ts'
 import { SCOPES } from './projects.ts'
 import type { FeatureFlags, ProjectFields } from './store/settings/types.ts'
 
@@ -26,7 +27,7 @@ export function object(value: unknown, field: string): Record<string, unknown> {
 
 /** Validates the overridable fields of a request body; unknown fields are refused by name. */
 export function parseFields(body: Record<string, unknown>, allowed: readonly string[] = FIELDS): ProjectFields {
-  for (const name of Object.keys(body)) if (!allowed.includes(name)) throw invalid(`unknown field ${name}; allowed: ${allowed.join(', ')}`)
+  refuseUnknownFields(body, allowed)
   const fields: ProjectFields = {}
   if (body.name !== undefined) {
     if (typeof body.name !== 'string' || body.name.length < 1 || body.name.length > 200) throw invalid('name must be a string of 1 to 200 characters')
@@ -102,7 +103,7 @@ export function parseExpiry(value: unknown, field: string): number | undefined {
 /** `{graceSeconds}` of a rotation: how long the old key or secret keeps working. */
 export function parseGrace(body: unknown): number {
   const request = object(body ?? {}, 'body')
-  for (const name of Object.keys(request)) if (name !== 'graceSeconds') throw invalid(`unknown field ${name}; allowed: graceSeconds`)
+  refuseUnknownFields(request, ['graceSeconds'])
   const grace = request.graceSeconds
   if (typeof grace !== 'number' || !Number.isSafeInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS) {
     throw invalid(`graceSeconds must be an integer from 0 to ${MAX_GRACE_SECONDS}`)
@@ -110,11 +111,11 @@ export function parseGrace(body: unknown): number {
   return grace
 }
 
-/** `?limit=` of an audit listing: 1 to 10000, 100 when absent. */
-export function limitOf(query: URLSearchParams): number {
+/** `?limit=` of a listing: 1 to `max` (an audit's 10000 by default), 100 when absent. */
+export function limitOf(query: URLSearchParams, max = 10_000): number {
   const raw = query.get('limit')
   if (raw === null) return 100
   const limit = Number(raw)
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) throw new GatewayError(400, 'invalid_query', 'limit must be an integer from 1 to 10000')
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > max) throw new GatewayError(400, 'invalid_query', `limit must be an integer from 1 to ${max}`)
   return limit
 }

@@ -31,7 +31,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
 import { requireOperator } from './admin.ts'
 import { GatewayError } from './errors.ts'
-import { parseJson, readBody } from './http/body.ts'
+import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
 import { hashCredential, type Project, type ProjectDirectory } from './projects.ts'
 import { Router } from './router.ts'
 import type { ProjectSettingsSync } from './project-settings.ts'
@@ -196,7 +196,7 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
       handler: async ({ params, body, actor }) => {
         const project = existing(params.id)
         const request = object(body ?? {}, 'body')
-        for (const name of Object.keys(request)) if (!['label', 'hash', 'expiresAt'].includes(name)) throw invalid(`unknown field ${name}; allowed: label, hash, expiresAt`)
+        refuseUnknownFields(request, ['label', 'hash', 'expiresAt'])
         if (typeof request.label !== 'string' || !KEY_LABEL.test(request.label)) throw invalid('label must be 1 to 64 letters, digits, _ . : or -')
         if (request.hash !== undefined && (typeof request.hash !== 'string' || !HASH.test(request.hash))) throw invalid('hash must be sha256:<64 hex digits> (tollgate hash-key KEY)')
         const expiresAt = parseExpiry(request.expiresAt, 'expiresAt')
@@ -218,7 +218,7 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
       handler: async ({ params, body, actor }) => {
         keyOf(existing(params.id), params.label)
         const request = object(body ?? {}, 'body')
-        for (const name of Object.keys(request)) if (name !== 'expiresAt') throw invalid(`unknown field ${name}; allowed: expiresAt`)
+        refuseUnknownFields(request, ['expiresAt'])
         if (!('expiresAt' in request)) throw invalid('expiresAt is required: an ISO 8601 date-time, or null for never')
         const expiresAt = request.expiresAt === null ? null : parseExpiry(request.expiresAt, 'expiresAt')!
         await deps.settings.updateKey(params.id, params.label, { expiresAt }, actor)

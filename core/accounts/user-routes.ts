@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { requireOperator } from '../admin.ts'
 import { GatewayError } from '../errors.ts'
-import { parseJson, readBody } from '../http/body.ts'
+import { parseJson, readBody, refuseUnknownFields } from '../http/body.ts'
 import type { ProjectDirectory } from '../projects.ts'
 import { Router } from '../router.ts'
 import { AccountConflict, type Role, type UserRecord } from '../store/accounts/types.ts'
@@ -55,7 +55,7 @@ export function userListItem(user: UserRecord): Record<string, unknown> {
 
 function object(value: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalid(`the body must be a JSON object with fields ${allowed.join(', ')}`)
-  for (const name of Object.keys(value)) if (!allowed.includes(name)) throw invalid(`unknown field ${name.slice(0, 64)}; allowed: ${allowed.join(', ')}`)
+  refuseUnknownFields(value as Record<string, unknown>, allowed)
   return value as Record<string, unknown>
 }
 

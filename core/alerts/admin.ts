@@ -12,17 +12,13 @@ import type { AdminPrincipal } from '../accounts/authenticate.ts'
 import { GatewayError } from '../errors.ts'
 import type { Project, ProjectDirectory } from '../projects.ts'
 import { Router } from '../router.ts'
+import { limitOf } from '../settings-admin-input.ts'
 import type { AlertRecord, LowBalanceMonitor } from './low-balance.ts'
 
 type Answer = { status?: number; body: unknown }
 
-function limitOf(query: URLSearchParams): number {
-  const raw = query.get('limit')
-  if (raw === null) return 100
-  const limit = Number(raw)
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new GatewayError(400, 'invalid_query', 'limit must be an integer from 1 to 1000')
-  return limit
-}
+/** Most alerts one listing answers. */
+const MAX_ALERTS = 1000
 
 /** The alerts of these projects, newest first (by firing time). */
 export async function allAlerts(monitor: LowBalanceMonitor, projects: readonly Project[], limit: number): Promise<AlertRecord[]> {
@@ -40,7 +36,7 @@ export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectD
     {
       methods: ['GET'],
       path: '/admin/alerts',
-      value: async (_params, query, principal) => ({ body: { alerts: await allAlerts(monitor, visible(principal), limitOf(query)) } }),
+      value: async (_params, query, principal) => ({ body: { alerts: await allAlerts(monitor, visible(principal), limitOf(query, MAX_ALERTS)) } }),
     },
     {
       methods: ['GET'],
@@ -48,7 +44,7 @@ export function alertsAdmin(monitor: LowBalanceMonitor, projects: () => ProjectD
       value: async (params, query, principal) => {
         // Another user's project answers exactly as a missing one.
         if (!projects().byId(params.id) || !canAccess(principal, params.id)) throw new GatewayError(404, 'project_not_found', `project ${params.id} does not exist`)
-        return { body: { project: params.id, alerts: await monitor.list(params.id, limitOf(query)) } }
+        return { body: { project: params.id, alerts: await monitor.list(params.id, limitOf(query, MAX_ALERTS)) } }
       },
     },
   ])

@@ -3,7 +3,7 @@
  * whether or not it announced a Content-Length, so chunked bodies cannot slip past the limit.
  */
 import type { IncomingMessage } from 'node:http'
-import { errors } from '../errors.ts'
+import { errors, GatewayError } from '../errors.ts'
 import { parseBoundedJson, type JsonTextError } from '../json.ts'
 
 /**
@@ -109,5 +109,20 @@ export function parseJson(raw: Buffer): unknown {
   } catch (error) {
     const why = (error as JsonTextError).tooDeep ? `request body ${(error as Error).message}` : `request body is not valid JSON: ${(error as Error).message}`
     throw errors.invalidJson(why)
+  }
+}
+
+/**
+ * Refuses a field of a JSON body object that is not in `allowed`: 400 `invalid_body` naming it (cut
+ * to 64 characters) and the allowed ones.
+ *
+ * @example
+ * ```ts
+ * refuseUnknownFields(request, ['amount', 'reason']) // {amount: 1, note: 'x'} → "unknown field note; allowed: amount, reason"
+ * ```
+ */
+export function refuseUnknownFields(request: Record<string, unknown>, allowed: readonly string[]): void {
+  for (const name of Object.keys(request)) {
+    if (!allowed.includes(name)) throw new GatewayError(400, 'invalid_body', `unknown field ${name.slice(0, 64)}; allowed: ${allowed.join(', ')}`)
   }
 }
