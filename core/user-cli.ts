@@ -139,7 +139,7 @@ export async function userCommand(file: string, args: string[], flags: Map<strin
         return 0
       }
       const user = await store.accounts.userByEmail(email)
-      if (!user || !(await store.accounts.setPassword(user.id, passwordHash))) {
+      if (!user || !(await store.accounts.updateUser(user.id, { passwordHash }))) {
         console.error(`tollgate user passwd: no user ${email}`)
         return 1
       }

@@ -74,7 +74,6 @@ const ACCOUNTS_OPS = new Set<keyof AccountsStore>([
   'userByEmail',
   'userById',
   'listUsers',
-  'setPassword',
   'addProjects',
   'updateUser',
   'deleteUser',

@@ -80,15 +80,6 @@ export class PostgresAccounts implements AccountsStore {
     return users.rows.map((row) => userFromRow(row, owned.rows.filter((o) => o.user_id === row.id).map((o) => o.project_id)))
   }
 
-  async setPassword(userId: string, passwordHash: string): Promise<boolean> {
-    return this.#transaction(async (client) => {
-      const updated = await client.query('UPDATE accounts_users SET password_hash = $1, updated_at = $2 WHERE id = $3', [passwordHash, this.#clock(), userId])
-      if (updated.rowCount === 0) return false
-      await client.query('DELETE FROM accounts_sessions WHERE user_id = $1', [userId])
-      return true
-    })
-  }
-
   async addProjects(userId: string, projectIds: string[]): Promise<void> {
     await this.#transaction(async (client) => {
       for (const project of projectIds) await client.query('INSERT INTO accounts_user_projects (user_id, project_id) VALUES ($1, $2) ON CONFLICT DO NOTHING', [userId, project])
@@ -98,18 +89,19 @@ export class PostgresAccounts implements AccountsStore {
   async updateUser(userId: string, change: { role?: Role; projects?: string[]; passwordHash?: string }): Promise<UserRecord | undefined> {
     const now = this.#clock()
     const found = await this.#transaction(async (client) => {
-      // The row lock taken here orders concurrent changes of the same user.
-      const touched = await client.query('UPDATE accounts_users SET updated_at = $1 WHERE id = $2', [now, userId])
+      // One UPDATE for the row (its lock orders concurrent changes of the same user); an absent field keeps its value.
+      const touched = await client.query('UPDATE accounts_users SET updated_at = $1, role = coalesce($3, role), password_hash = coalesce($4, password_hash) WHERE id = $2', [
+        now,
+        userId,
+        change.role ?? null,
+        change.passwordHash ?? null,
+      ])
       if (touched.rowCount === 0) return false
-      if (change.role !== undefined) await client.query('UPDATE accounts_users SET role = $1 WHERE id = $2', [change.role, userId])
       if (change.projects !== undefined) {
         await client.query('DELETE FROM accounts_user_projects WHERE user_id = $1', [userId])
         for (const project of new Set(change.projects)) await client.query('INSERT INTO accounts_user_projects (user_id, project_id) VALUES ($1, $2)', [userId, project])
       }
-      if (change.passwordHash !== undefined) {
-        await client.query('UPDATE accounts_users SET password_hash = $1 WHERE id = $2', [change.passwordHash, userId])
-        await client.query('DELETE FROM accounts_sessions WHERE user_id = $1', [userId])
-      }
+      if (change.passwordHash !== undefined) await client.query('DELETE FROM accounts_sessions WHERE user_id = $1', [userId])
       return true
     })
     return found ? this.userById(userId) : undefined

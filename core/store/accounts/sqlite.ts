@@ -72,9 +72,8 @@ export class SqliteAccounts implements AccountsStore {
       users: db.prepare(`SELECT ${USER_COLUMNS} FROM accounts_users ORDER BY email`),
       projectsOf: db.prepare('SELECT project_id FROM accounts_user_projects WHERE user_id = ? ORDER BY project_id'),
       addProject: db.prepare('INSERT OR IGNORE INTO accounts_user_projects (user_id, project_id) VALUES (?, ?)'),
-      setPassword: db.prepare('UPDATE accounts_users SET password_hash = ?, updated_at = ? WHERE id = ?'),
-      setRole: db.prepare('UPDATE accounts_users SET role = ?, updated_at = ? WHERE id = ?'),
-      touchUser: db.prepare('UPDATE accounts_users SET updated_at = ? WHERE id = ?'),
+      // An absent (NULL) role or hash keeps its value.
+      updateUser: db.prepare('UPDATE accounts_users SET updated_at = ?, role = coalesce(?, role), password_hash = coalesce(?, password_hash) WHERE id = ?'),
       deleteProjectsOf: db.prepare('DELETE FROM accounts_user_projects WHERE user_id = ?'),
       deleteUser: db.prepare('DELETE FROM accounts_users WHERE id = ?'),
       deleteSessionsOf: db.prepare('DELETE FROM accounts_sessions WHERE user_id = ?'),
@@ -112,16 +111,6 @@ export class SqliteAccounts implements AccountsStore {
     return (this.#stmt.users.all() as UserRow[]).map((row) => this.#user(row)!)
   }
 
-  async setPassword(userId: string, passwordHash: string): Promise<boolean> {
-    return this.#db
-      .transaction(() => {
-        const changed = this.#stmt.setPassword.run(passwordHash, this.#clock(), userId).changes > 0
-        if (changed) this.#stmt.deleteSessionsOf.run(userId)
-        return changed
-      })
-      .immediate()
-  }
-
   async addProjects(userId: string, projectIds: string[]): Promise<void> {
     this.#db.transaction(() => {
       for (const project of projectIds) this.#stmt.addProject.run(userId, project)
@@ -132,16 +121,12 @@ export class SqliteAccounts implements AccountsStore {
     const now = this.#clock()
     const found = this.#db
       .transaction(() => {
-        if (this.#stmt.touchUser.run(now, userId).changes === 0) return false
-        if (change.role !== undefined) this.#stmt.setRole.run(change.role, now, userId)
+        if (this.#stmt.updateUser.run(now, change.role ?? null, change.passwordHash ?? null, userId).changes === 0) return false
         if (change.projects !== undefined) {
           this.#stmt.deleteProjectsOf.run(userId)
           for (const project of new Set(change.projects)) this.#stmt.addProject.run(userId, project)
         }
-        if (change.passwordHash !== undefined) {
-          this.#stmt.setPassword.run(change.passwordHash, now, userId)
-          this.#stmt.deleteSessionsOf.run(userId)
-        }
+        if (change.passwordHash !== undefined) this.#stmt.deleteSessionsOf.run(userId)
         return true
       })
       .immediate()

@@ -47,13 +47,11 @@ export interface AccountsStore {
   userByEmail(email: string): Promise<UserRecord | undefined>
   userById(id: string): Promise<UserRecord | undefined>
   listUsers(): Promise<UserRecord[]>
-  /** Replaces the password hash and ends every session of the user. False when there is no such user. */
-  setPassword(userId: string, passwordHash: string): Promise<boolean>
   /** Adds projects to those the user owns (already owned ones are kept). */
   addProjects(userId: string, projectIds: string[]): Promise<void>
   /**
    * Changes a user in one transaction: `role`, `projects` (replaces the owned set) and/or
-   * `passwordHash` (which also ends every session of the user, as {@link setPassword} does).
+   * `passwordHash` (which also ends every session of the user).
    * Undefined when there is no such user.
    */
   updateUser(userId: string, change: { role?: Role; projects?: string[]; passwordHash?: string }): Promise<UserRecord | undefined>

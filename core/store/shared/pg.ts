@@ -98,12 +98,10 @@ export interface PgBatchStats {
 export const MAX_BATCH_OPS = 1000
 
 // A named statement: each connection parses and plans it once, then sends only Bind/Execute.
-const APPLY_STATEMENT = 'tollgate_apply'
-const APPLY_SQL = 'SELECT tollgate_apply($1::jsonb, $2) AS r'
+const APPLY = { name: 'tollgate_apply', text: 'SELECT tollgate_apply($1::jsonb, $2) AS r' }
 // The same call in a transaction that does not wait for the WAL flush: set_config(..., true) lasts
 // until this statement's COMMIT, which is where PostgreSQL reads the setting.
-const APPLY_ASYNC_STATEMENT = 'tollgate_apply_async'
-const APPLY_ASYNC_SQL = "SELECT tollgate_apply($1::jsonb, $2) AS r, set_config('synchronous_commit', 'off', true) AS c"
+const APPLY_ASYNC = { name: 'tollgate_apply_async', text: "SELECT tollgate_apply($1::jsonb, $2) AS r, set_config('synchronous_commit', 'off', true) AS c" }
 
 /**
  * When a batch that charges is answered: `durable` after PostgreSQL's WAL flush (the default),
@@ -220,7 +218,7 @@ export class PgBatcher {
     let client: pg.PoolClient | undefined
     try {
       client = this.client ?? (await this.checkOut())
-      const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.op.o)) ? { name: APPLY_ASYNC_STATEMENT, text: APPLY_ASYNC_SQL } : { name: APPLY_STATEMENT, text: APPLY_SQL }
+      const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.op.o)) ? APPLY_ASYNC : APPLY
       const { rows } = await client.query<{ r: unknown[] }>({ ...statement, values: [serialise(batch), this.owner] })
       results = rows[0]!.r
       this.lastBatchFailed = false
