@@ -45,6 +45,20 @@ function showError(el, message) {
 }
 
 // ---- live regions -------------------------------------------------------------------------
+/**
+ * Replaces a region's content with its server-rendered fragment at `src`; a signed-out session goes
+ * to the sign-in page. Resolves whether the fragment came; a network failure rejects.
+ */
+async function reloadRegion(region, src) {
+  const res = await fetch(src, { credentials: 'same-origin', headers: { accept: 'text/html' } })
+  if (res.status === 401) {
+    location.assign('/dashboard/sign-in')
+    return false
+  }
+  if (res.ok) region.innerHTML = await res.text()
+  return res.ok
+}
+
 function startLive() {
   const regions = [...document.querySelectorAll('[data-live]')]
   if (regions.length === 0) return
@@ -54,10 +68,7 @@ function startLive() {
       // Not while a dialog is open: the user is acting on what they see.
       if (document.querySelector('dialog[open]')) continue
       try {
-        const res = await fetch(region.dataset.live, { credentials: 'same-origin', headers: { accept: 'text/html' } })
-        if (res.status === 401) return void location.assign('/dashboard/sign-in')
-        if (!res.ok) throw new Error(String(res.status))
-        region.innerHTML = await res.text()
+        if (!(await reloadRegion(region, region.dataset.live))) throw new Error('fragment not loaded')
         region.dataset.refreshedAt = String(Date.now())
         note?.classList.remove('stale')
       } catch {
@@ -216,10 +227,7 @@ function startWorkstation() {
 const projectId = () => document.querySelector('[data-project-id]')?.dataset.projectId
 
 async function refreshNow() {
-  for (const region of document.querySelectorAll('[data-live]')) {
-    const res = await fetch(region.dataset.live, { credentials: 'same-origin' })
-    if (res.ok) region.innerHTML = await res.text()
-  }
+  for (const region of document.querySelectorAll('[data-live]')) await reloadRegion(region, region.dataset.live)
 }
 
 function showKey(key, note) {
@@ -315,9 +323,7 @@ function userRow(button) {
 
 async function refreshAccounts() {
   const region = document.getElementById('accounts')
-  const res = await fetch(region.dataset.src, { credentials: 'same-origin', headers: { accept: 'text/html' } })
-  if (res.status === 401) return void location.assign('/dashboard/sign-in')
-  if (res.ok) region.innerHTML = await res.text()
+  await reloadRegion(region, region.dataset.src)
 }
 
 function notice(message) {
