@@ -13,7 +13,10 @@ export interface SettlementRecord {
    * (after a top-up, say) can settle the same authorization.
    */
   state: 'claimed' | 'pending' | 'settled'
-  /** Hash of the signed message and the requirements it paid, so a replay with other terms is told apart. */
+  /**
+   * Hash of the signed message, its signature and the requirements it paid: a stored answer is given
+   * only to a settle with the same fingerprint (the same signed payload); any other is verified in full.
+   */
   fingerprint: string
   /** Epoch ms when the current owner claimed it. */
   claimedAt: number

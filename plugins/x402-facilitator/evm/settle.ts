@@ -8,6 +8,11 @@
  * → waits (bounded) on the stored transaction, `claimed` → `duplicate_settlement`. Even if two
  * gateways raced past the record, the token's own nonce check lets only one transfer happen.
  *
+ * Trust rule: a stored (or in-flight) answer is given only to the same signed payload — the
+ * fingerprint covers the terms AND the signature. Anything else with the same nonce (an all-zero
+ * signature, one by another key) is verified in full first, so it gets the refusal verify gives
+ * (`invalid_exact_evm_signature`, `invalid_permit2_signature`...), never the stored `success: true`.
+ *
  * Never a bare failure after a broadcast: past the receipt bound the answer is
  * `settlement_pending` with the transaction hash, and a later settle reconciles it.
  */
@@ -147,23 +152,36 @@ async function nodeKnows(ctx: EvmChainContext, hash: Hex): Promise<boolean> {
 /** The answer for a record someone else holds, or undefined to take the record over. */
 async function answerFromRecord(job: Job, stored: SettlementRecord): Promise<SettleResult | undefined> {
   const { ctx, view, fingerprint, opts } = job
-  const sameTerms = stored.fingerprint === fingerprint
+  // Same signed payload (signature included): the record is this payment's own answer.
+  const samePayment = stored.fingerprint === fingerprint
   if (stored.state === 'settled') {
-    if (sameTerms && stored.response) return { ...stored.response, network: view.network }
-    return failure(view.network, view.payer, reasons.nonceAlreadyUsed, 'this authorization nonce already settled a different payment')
+    if (samePayment && stored.response) return { ...stored.response, network: view.network }
+    return refuseOther(job, failure(view.network, view.payer, reasons.nonceAlreadyUsed, 'this authorization nonce already settled a different payment'))
   }
   const stale = Date.now() - stored.claimedAt > (opts.staleClaimMs ?? 120_000)
   if (stored.state === 'pending' && stored.transaction) {
     const hash = stored.transaction as Hex
     // A stale hash the node has never heard of was dropped (or never sent): settle afresh.
     if (stale && !(await nodeKnows(ctx, hash))) return undefined
-    if (sameTerms) return awaitOutcome(job, hash, stored.claimedAt)
+    if (samePayment) return awaitOutcome(job, hash, stored.claimedAt)
   } else if (stale) {
     return undefined // claimed by a process that died before broadcasting
   }
-  return failure(view.network, view.payer, reasons.duplicateSettlement, sameTerms
-    ? 'a settlement of this authorization is already in progress'
-    : 'a different payment with this authorization nonce is being settled')
+  if (samePayment) return failure(view.network, view.payer, reasons.duplicateSettlement, 'a settlement of this authorization is already in progress')
+  return refuseOther(job, failure(view.network, view.payer, reasons.duplicateSettlement, 'a different payment with this authorization nonce is being settled'))
+}
+
+/**
+ * The answer to a payload that shares its nonce with a recorded or in-flight settlement but is not
+ * the same signed payload: verified in full first, so a forged or foreign signature gets verify's
+ * own refusal; a payload that passes every check still never gets another payment's answer.
+ */
+async function refuseOther(job: Job, otherwise: SettleResult): Promise<SettleResult> {
+  const { view } = job
+  const checked = await job.prepare()
+  const r = checked.response
+  if (!r.isValid) return failure(view.network, view.payer, r.invalidReason ?? reasons.unexpectedSettleError, r.invalidMessage, '', r.details)
+  return otherwise
 }
 
 async function settleClaimed(job: Job, claimedAt: number): Promise<SettleResult> {
@@ -241,17 +259,20 @@ export async function settleExact(ctx: EvmChainContext, body: unknown, opts: Set
   const { view, key, fingerprint } = job
   let running = inFlight.get(opts.records)
   if (!running) inFlight.set(opts.records, (running = new Map()))
+  const fault = (error: unknown) => {
+    job.log.error({ event: 'x402_settle_fault', chainId: ctx.chainId, reason: safeMessage(error) }, 'x402 settle failed unexpectedly')
+    return failure(view.network, view.payer, reasons.unexpectedSettleError, `settlement failed: ${safeMessage(error)}`)
+  }
   const same = running.get(key)
   if (same) {
+    // Only the same signed payload shares the running settle's answer (see the trust rule above).
     if (same.fingerprint !== fingerprint) {
-      return failure(view.network, view.payer, reasons.duplicateSettlement, 'a different payment with this authorization nonce is being settled')
+      const other = failure(view.network, view.payer, reasons.duplicateSettlement, 'a different payment with this authorization nonce is being settled')
+      return withAmount(job, await refuseOther(job, other).catch(fault))
     }
     return { ...(await same.result), network: view.network }
   }
-  const result = settleOnce(job).catch((error: unknown) => {
-    job.log.error({ event: 'x402_settle_fault', chainId: ctx.chainId, reason: safeMessage(error) }, 'x402 settle failed unexpectedly')
-    return failure(view.network, view.payer, reasons.unexpectedSettleError, `settlement failed: ${safeMessage(error)}`)
-  })
+  const result = settleOnce(job).catch(fault)
   running.set(key, { fingerprint, result })
   try {
     return await result
@@ -277,6 +298,8 @@ function planEip3009(ctx: EvmChainContext, body: unknown): Plan {
       chainId: ctx.chainId, asset: asset.address, from: typed.from, to: typed.to, value: typed.value.toString(),
       validAfter: typed.validAfter.toString(), validBefore: typed.validBefore.toString(), nonce: typed.nonce,
       payTo: view.requirements.payTo, amount: view.requirements.amount,
+      // The signature is part of the payment's identity: a stored answer is only for this exact payload.
+      signature: view.signature.toLowerCase(),
     }),
     async prepare() {
       const checked = await checkPayment(ctx, parsed.request, { simulate: false })
