@@ -22,7 +22,7 @@
  *     - { name: x402-paywall, config: { price: "10000", payTo: "0x…", networks: [ … ] } }
  * ```
  */
-import { errors } from '../../core/errors.ts'
+import { errors, GatewayError } from '../../core/errors.ts'
 import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
 import { scheduleBounds } from '../../core/store/periods.ts'
 import { onPaymentSettled, verifiedPayment } from '../x402-paywall/index.ts'
@@ -78,6 +78,13 @@ const creditTopUp: PluginDefinition<CreditTopUpConfig> = {
           const { created, balance } = await init.store.grantCredits({
             id, projectId: project.id, period, allocation: project.credits.allocation, amount, reason: config.reason, actor: settled.payer || 'x402',
           })
+          // The grant id is the transaction: one that already went to another project is never
+          // answered here (nor its balance shown). The paywall binds a payment to the project that
+          // first presented it, so this is the last line, not the first.
+          if (!created && balance.projectId !== project.id) {
+            ctx.logFields.x402Result = 'payment_claimed_by_other_project'
+            throw new GatewayError(409, 'payment_claimed_by_other_project', 'this payment already bought credits for another project')
+          }
           ctx.logFields.creditsGranted = created ? amount : 0
           const { allocation, granted, used, remaining } = balance
           // The handler's answer (status, headers) stays; its body becomes the grant.

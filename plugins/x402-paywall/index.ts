@@ -31,6 +31,13 @@ import { svmReasons } from '../x402-facilitator/svm/errors.ts'
 const retryableAfterPending: ReadonlySet<string> = new Set([reasons.nonceAlreadyUsed, reasons.permit2InvalidNonce, svmReasons.simulationFailed])
 
 const STATE = 'x402-paywall'
+
+/** The refusal of a payment another principal presented first (see redemptions.ts `claim:`). */
+function claimedByOther(ctx: RequestContext): GatewayError {
+  ctx.logFields.x402Result = 'payment_claimed_by_other_project'
+  return new GatewayError(409, 'payment_claimed_by_other_project',
+    'this payment was first presented by another project; only that project can redeem it (sign a new payment to pay here)')
+}
 const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
 
 interface PaidRequest {
@@ -175,15 +182,23 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         const key = authorizationKey(offer, read.payload)
         const { body: verdict } = await network.facilitator.verify(facilitatorBody, ctx.signal)
         ctx.logFields.payer = verdict.payer || undefined
+        // The principal a payment is bound to: the project of the request's key (null on a route without auth).
+        const principal = ctx.project?.id ?? null
         if (!verdict.isValid) {
           // A retry after `settlement_pending`: the nonce is used by our own transaction (EVM: EIP-3009 or Permit2), or our
           // own transaction no longer simulates (Solana: already processed).
-          const retry = key !== undefined && retryableAfterPending.has(verdict.invalidReason ?? '') && (await redemptions.isPending(key))
-          if (!retry) {
+          const retryable = key !== undefined && retryableAfterPending.has(verdict.invalidReason ?? '')
+          if (!retryable || !(await redemptions.isPending(key))) {
+            if (retryable && (await redemptions.boundElsewhere(key, principal))) throw claimedByOther(ctx)
             ctx.logFields.x402Result = verdict.invalidReason
             return ask(ctx, url, same(verdict.invalidReason ?? 'invalid_payment'), verdict.payer)
           }
         }
+        // Rule: a payment settles, retries and redeems only for the principal whose request first
+        // presented it (its signature verified above). A copy on another project's key — the
+        // authorization is public once broadcast — is refused before anything is settled; of two
+        // projects racing with one payment, the first to bind wins (atomic in the store).
+        if (key !== undefined && !(await redemptions.bind(key, principal))) throw claimedByOther(ctx)
         ctx.logFields.x402Network = offer.caip2
         ctx.state.set(STATE, {
           network, version: read.version, facilitatorBody, key, payer: verdict.payer, url,
