@@ -9,6 +9,11 @@
  * from it: `settled` → the original answer, `pending` → polls the stored signature again,
  * `claimed` → `duplicate_settlement` (or takes over a claim older than `staleClaimMs`).
  *
+ * Trust rule: a stored (or in-flight) answer is given only to the same signed transaction — the
+ * fingerprint covers the payer's signatures, not just the message. Any other copy of the message
+ * (re-signed, or with a forged signature) is verified in full, simulation included, and gets that
+ * verdict's refusal, never the stored `success: true`.
+ *
  * Never a failure that invites paying twice: past the confirmation bound the answer is
  * `settlement_pending` with the signature; a later settle of the same payment reconciles it
  * (landed → the success, expired blockhash and never landed → a failure and the record released).
@@ -38,7 +43,7 @@ export interface SvmSettleOptions {
 
 export type SvmSettleResult = SettleResponse & { malformed?: boolean }
 
-const inFlight = new WeakMap<SettlementRecords, Map<string, Promise<SvmSettleResult>>>()
+const inFlight = new WeakMap<SettlementRecords, Map<string, { fingerprint: string; result: Promise<SvmSettleResult> }>>()
 
 function networkOf(body: unknown, fallback: string): string {
   const b = body as any
@@ -120,14 +125,35 @@ async function sendClaimed(job: Job, claimedAt: number): Promise<SvmSettleResult
 }
 
 /** The answer for a payment someone already claimed, or undefined to take an abandoned claim over. */
-async function answerFromRecord(job: Job, stored: SettlementRecord): Promise<SvmSettleResult | undefined> {
+async function answerFromRecord(job: Job, stored: SettlementRecord, body: unknown): Promise<SvmSettleResult | undefined> {
   const { opts, network, payment } = job
+  const stale = Date.now() - stored.claimedAt > (opts.staleClaimMs ?? 120_000)
+  if (stored.fingerprint !== job.fingerprint && (stored.state !== 'claimed' || !stale)) {
+    return refuseOther(job, body, 'a different copy of this payment was settled or is being settled')
+  }
   if (stored.state === 'settled' && stored.response) return { ...stored.response, network }
   if (stored.state === 'pending' && stored.transaction) return awaitOutcome(job, stored.transaction, stored.claimedAt)
-  if (Date.now() - stored.claimedAt <= (opts.staleClaimMs ?? 120_000)) {
-    return failure(network, payment.payer, reasons.duplicateSettlement, 'a settlement of this payment is already in progress')
-  }
+  if (!stale) return failure(network, payment.payer, reasons.duplicateSettlement, 'a settlement of this payment is already in progress')
   return undefined
+}
+
+/**
+ * The answer to a copy of a recorded or in-flight payment that is not the same signed transaction:
+ * verified in full (simulation included), so it gets that verdict's refusal; a copy that passes
+ * every check still never gets the other copy's answer.
+ */
+async function refuseOther(job: Job, body: unknown, message: string): Promise<SvmSettleResult> {
+  const { ctx, network, payment } = job
+  const checked = await checkSvmPayment(ctx, body, { simulate: true })
+  const r = checked.response
+  if (!r.isValid) return failure(network, r.payer, r.invalidReason ?? reasons.unexpectedSettleError, r.invalidMessage, '', r.details)
+  return failure(network, payment.payer, reasons.duplicateSettlement, message)
+}
+
+/** The payment's identity as signed: message hash, terms, and the signatures of every signer but our fee payer. */
+function signedFingerprint(key: string, payment: VerifiedPayment): string {
+  const signatures = payment.tx.signatures.slice(1).map((s) => Buffer.from(s).toString('hex')).join(',')
+  return settlementFingerprint({ key, payTo: payment.request.requirements.payTo, amount: payment.request.requirements.amount, signatures })
 }
 
 async function settleNew(job: Job, body: unknown): Promise<SvmSettleResult> {
@@ -138,7 +164,7 @@ async function settleNew(job: Job, body: unknown): Promise<SvmSettleResult> {
   if (!created) {
     // Settled or sent already: answered from the record, without simulating again (a landed
     // transaction no longer simulates: AlreadyProcessed, or the balance is spent).
-    const answer = await answerFromRecord(job, stored)
+    const answer = await answerFromRecord(job, stored, body)
     if (answer) return answer
     opts.log.warn({ event: 'x402_claim_takeover', network: ctx.label }, 'x402 taking over an abandoned solana settlement record')
     await opts.records.update(key, fresh)
@@ -176,14 +202,18 @@ export async function settleSvm(ctx: SvmContext, body: unknown, opts: SvmSettleO
     return { ...failure(network, r.payer, r.invalidReason ?? reasons.unexpectedSettleError, r.invalidMessage, '', r.details), malformed: checked.malformed }
   }
   const key = `svm:${ctx.network.caip2}:${payment.messageHash}`
-  const fingerprint = settlementFingerprint({ key, payTo: payment.request.requirements.payTo, amount: payment.request.requirements.amount })
+  const fingerprint = signedFingerprint(key, payment)
+  const job: Job = { ctx, payment, key, fingerprint, network, opts }
   let running = inFlight.get(opts.records)
   if (!running) inFlight.set(opts.records, (running = new Map()))
   const same = running.get(key)
-  if (same) return { ...(await same), network }
-  const job: Job = { ctx, payment, key, fingerprint, network, opts }
+  if (same) {
+    // Only the same signed transaction shares the running settle's answer (the trust rule above).
+    if (same.fingerprint !== fingerprint) return refuseOther(job, body, 'a different copy of this payment is being settled')
+    return { ...(await same.result), network }
+  }
   const result = settleNew(job, body)
-  running.set(key, result)
+  running.set(key, { fingerprint, result })
   try {
     return await result
   } finally {
