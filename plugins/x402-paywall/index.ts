@@ -9,6 +9,8 @@
  *   route's maxResponseBodyBytes); below 400 the payment is settled, and only a successful
  *   settlement releases the content, with `PAYMENT-RESPONSE` (v2) / `X-PAYMENT-RESPONSE` (v1).
  *   A failed settlement → 402, content withheld. An answer ≥ 400 is passed on unsettled.
+ * - binding: a verified payment belongs to the project whose request first presented it; another
+ *   project's request with it → 409 `payment_claimed_by_other_project` (redemptions.ts `claim:`).
  *
  * Per use (`scheme: upto`, x402 v2 over Permit2): the client signs `price` as a maximum; the
  * settlement takes what the request used, the credit meter's charge × `pricePerCredit`, capped at
@@ -31,6 +33,7 @@ import { svmReasons } from '../x402-facilitator/svm/errors.ts'
 const retryableAfterPending: ReadonlySet<string> = new Set([reasons.nonceAlreadyUsed, reasons.permit2InvalidNonce, svmReasons.simulationFailed])
 
 const STATE = 'x402-paywall'
+const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
 
 /** The refusal of a payment another principal presented first (see redemptions.ts `claim:`). */
 function claimedByOther(ctx: RequestContext): GatewayError {
@@ -38,7 +41,6 @@ function claimedByOther(ctx: RequestContext): GatewayError {
   return new GatewayError(409, 'payment_claimed_by_other_project',
     'this payment was first presented by another project; only that project can redeem it (sign a new payment to pay here)')
 }
-const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
 
 interface PaidRequest {
   network: PaidNetwork
