@@ -11,6 +11,7 @@
  * Both are skipped (with the reason) when the binaries are missing, failed under CI.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { connect } from 'node:net'
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -22,6 +23,27 @@ function postgresBin(): string | undefined {
   const versions = readdirSync(root).sort((a, b) => Number(b) - Number(a))
   for (const version of versions) if (existsSync(join(root, version, 'bin', 'initdb'))) return join(root, version, 'bin')
   return undefined
+}
+
+/** Servers still running; stopped when the test process exits (a timed-out test never reaches its teardown). */
+const leftovers = new Set<() => void>()
+process.once('exit', () => {
+  for (const stop of leftovers) stop()
+})
+
+/** Whether something listens on 127.0.0.1:`port`. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port })
+    socket.once('connect', () => (socket.destroy(), resolve(true)))
+    socket.once('error', () => resolve(false))
+  })
+}
+
+/** The first port of `ports` nobody listens on (a run cut short may have left a server behind). */
+async function freePort(ports: number[]): Promise<number> {
+  for (const port of ports) if (!(await listening(port))) return port
+  throw new Error(`no free port among ${ports.join(', ')}`)
 }
 
 /** Why own servers cannot be started here, or undefined. */
@@ -57,13 +79,22 @@ function asPostgres(bin: string, args: string[], timeoutMs = 60_000): Promise<{ 
   })
 }
 
-/** Creates and starts a cluster on `port` (use 55432–55439). */
-export async function startOwnPostgres(port: number): Promise<OwnPostgres> {
+/** Creates and starts a cluster on the first free port of `ports` (use 55432–55439). */
+export async function startOwnPostgres(ports: number[]): Promise<OwnPostgres> {
+  const port = await freePort(ports)
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-own-pg-'))
   chmodSync(dir, 0o777)
   const data = join(dir, 'data')
   const init = await asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '--no-instructions'])
-  if (init.code !== 0) throw new Error(`initdb failed: ${init.output}`)
+  if (init.code !== 0) {
+    rmSync(dir, { recursive: true, force: true })
+    throw new Error(`initdb failed: ${init.output}`)
+  }
+  const leftover = () => {
+    spawnSync('runuser', ['-u', 'postgres', '--', join(postgresBin()!, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'])
+    rmSync(dir, { recursive: true, force: true })
+  }
+  leftovers.add(leftover)
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB`
   let running = false
   const own: OwnPostgres = {
@@ -80,11 +111,17 @@ export async function startOwnPostgres(port: number): Promise<OwnPostgres> {
       running = false
     },
     async close() {
+      leftovers.delete(leftover)
       if (running) await own.stop('immediate').catch(() => {})
       rmSync(dir, { recursive: true, force: true })
     },
   }
-  await own.start()
+  try {
+    await own.start()
+  } catch (error) {
+    await own.close()
+    throw error
+  }
   return own
 }
 
@@ -100,9 +137,12 @@ export interface OwnRedis {
   close(): Promise<void>
 }
 
-/** Starts `redis-server` on `port` (use 56379–56389). */
-export async function startOwnRedis(port: number): Promise<OwnRedis> {
+/** Starts `redis-server` on the first free port of `ports` (use 56379–56389). */
+export async function startOwnRedis(ports: number[]): Promise<OwnRedis> {
+  const port = await freePort(ports)
   let child: ChildProcess | undefined
+  const leftover = () => child?.kill('SIGKILL')
+  leftovers.add(leftover)
   const url = `redis://127.0.0.1:${port}`
   const ping = async () => {
     const client = createClient({ url, socket: { connectTimeout: 500, reconnectStrategy: false } })
@@ -146,7 +186,10 @@ export async function startOwnRedis(port: number): Promise<OwnRedis> {
         await client.close()
       }
     },
-    close: () => own.kill(),
+    close: () => {
+      leftovers.delete(leftover)
+      return own.kill()
+    },
   }
   await own.start()
   return own

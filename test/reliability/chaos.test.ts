@@ -156,9 +156,9 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
     else (t as unknown as { skip(reason: string): void }).skip(missing)
     return
   }
-  const postgres = await startOwnPostgres(55434)
+  const postgres = await startOwnPostgres([55434, 55435, 55436])
   t.teardown(() => postgres.close())
-  const redis = await startOwnRedis(56384)
+  const redis = await startOwnRedis([56384, 56385, 56386])
   t.teardown(() => redis.close())
   const up = await startTestUpstream()
   t.teardown(() => up.close())
@@ -175,7 +175,9 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
   const start = (args: string[] = []) => startGatewayProcess(text, { env, args, startTimeoutMs: START_TIMEOUT_MS })
   // One after the other: several tsx starts at once are slow on a busy machine.
   const gateways: Record<string, GatewayProcess> = {}
+  const startedAt = Date.now()
   const started = await Promise.allSettled([start(), start(), start(['--workers', '2'])])
+  t.comment(`three gateways up in ${Date.now() - startedAt} ms`)
   for (const [i, name] of ['a', 'b', 'w'].entries()) {
     const one = started[i]!
     if (one.status === 'fulfilled') gateways[name] = one.value
