@@ -97,7 +97,7 @@ export class LowBalanceMonitor {
   start(): void {
     const loop = () => {
       if (this.#stopped) return
-      this.#tick = setTimeout(() => void runInBackground('low-balance-alerts', () => this.check(), this.#deps.log).finally(loop), this.#deps.checkIntervalMs())
+      this.#tick = setTimeout(() => void runInBackground('low-balance-alerts-loop', () => this.check(), this.#deps.log).finally(loop), this.#deps.checkIntervalMs())
       this.#tick.unref()
     }
     loop()
@@ -153,7 +153,7 @@ export class LowBalanceMonitor {
       this.#known.add(id)
       if (created) {
         this.#deps.log.info({ project: projectId, period, threshold: thresholdId(threshold), remaining: balance.remaining }, 'low-balance alert fired')
-        void runInBackground('alert-webhooks', () => this.#deliver(record, alerts), this.#deps.log)
+        void runInBackground('alert-webhook-delivery', () => this.#deliver(record, alerts), this.#deps.log)
       }
     }
   }
