@@ -139,6 +139,7 @@ export class Gateway {
     const store = options.store ?? await openStore(config.store, {
       dir: config.dir,
       onBackgroundError: (error) => log.warn({ err: error }, 'store background work failed'),
+      backgroundLog: log.child({ component: 'store' }),
     })
     const recovered = await store.recoverPendingReservations()
     if (recovered) log.warn({ recovered }, 'released credit reservations left pending by an earlier crash')

@@ -4,6 +4,7 @@
  * Never a key, never a raw path.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { backgroundErrorCounts, storeRetryCounts } from './resilience.ts'
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series-metrics.ts'
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
@@ -55,6 +56,28 @@ export class CoreMetrics {
     help: 'Always 1; the hash label identifies the config in service.',
     labelNames: ['hash'] as const,
     registers: [this.registry],
+  })
+
+  /** Read from core/resilience.ts when scraped (per process). */
+  readonly backgroundErrors: Counter = new Counter({
+    name: 'tollgate_background_errors_total',
+    help: 'Failures of work done outside any request (store heartbeat, reaper, usage flush, settings sync, alerts, workstations...), by task; each is caught and the task keeps running.',
+    labelNames: ['task'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      this.backgroundErrors.reset()
+      for (const [task, count] of Object.entries(backgroundErrorCounts())) this.backgroundErrors.inc({ task }, count)
+    },
+  })
+  readonly storeRetries: Counter = new Counter({
+    name: 'tollgate_store_batch_retries_total',
+    help: 'Shared-engine write batches sent again after PostgreSQL rolled them back for a serialization failure (40001) or a deadlock (40P01), by SQLSTATE.',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      this.storeRetries.reset()
+      for (const [code, count] of Object.entries(storeRetryCounts())) this.storeRetries.inc({ code }, count)
+    },
   })
 
   constructor() {

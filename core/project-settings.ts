@@ -10,6 +10,7 @@
  * exist only in the store. An override of a project the yaml no longer seeds (and that was not created
  * at run time) is ignored until the yaml seeds it again.
  */
+import { backgroundFailed, backgroundSucceeded, runInBackground } from './resilience.ts'
 import type { Logger } from 'pino'
 import { SCOPES, type ApiKeyRecord, type Project, type ProjectDirectory, type Scope } from './projects.ts'
 import type { ProjectOverride, SettingsSnapshot, SettingsStore } from './store/settings/types.ts'
@@ -134,8 +135,10 @@ export class ProjectSettingsSync {
           const target = this.#target()
           if (target) this.apply(target.projects, target.seedProjects)
         } while (this.#again)
+        backgroundSucceeded('settings-sync', this.#log)
       } catch (error) {
-        this.#log.error({ err: error }, 'could not re-read project settings; keeping the ones in force')
+        // Keeps the settings in force; logged once per outage (core/resilience.ts).
+        backgroundFailed('settings-sync', error, this.#log)
       } finally {
         this.#refreshing = undefined
       }
@@ -144,12 +147,10 @@ export class ProjectSettingsSync {
     return this.#refreshing
   }
 
-  async #backstop(): Promise<void> {
-    try {
+  #backstop(): Promise<void> {
+    return runInBackground('settings-version-check', async () => {
       if ((await this.#settings.version()) !== this.#snapshot.version) await this.refresh()
-    } catch (error) {
-      this.#log.warn({ err: error }, 'project settings version check failed')
-    }
+    }, this.#log)
   }
 
   stop(): void {

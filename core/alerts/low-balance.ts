@@ -9,6 +9,7 @@
  * `<project>|<period>|<threshold>` delivers it; any other instance (or worker, or a restart of this
  * one) finds it there and does nothing. A local set of fired keys spares the store a read per tick.
  */
+import { runInBackground } from '../resilience.ts'
 import type { Logger } from 'pino'
 import type { ProjectConfig } from '../config/types.ts'
 import type { ProjectDirectory } from '../projects.ts'
@@ -96,7 +97,7 @@ export class LowBalanceMonitor {
   start(): void {
     const loop = () => {
       if (this.#stopped) return
-      this.#tick = setTimeout(() => void this.check().finally(loop), this.#deps.checkIntervalMs())
+      this.#tick = setTimeout(() => void runInBackground('low-balance-alerts-loop', () => this.check(), this.#deps.log).finally(loop), this.#deps.checkIntervalMs())
       this.#tick.unref()
     }
     loop()
@@ -117,7 +118,7 @@ export class LowBalanceMonitor {
     try {
       for (const config of this.#deps.projectConfigs()) {
         if (!config.alerts || this.#stopped) continue
-        await this.#checkProject(config.id, config.alerts).catch((error) => this.#deps.log.warn({ err: error, project: config.id }, 'low-balance check failed'))
+        await runInBackground('low-balance-alerts', () => this.#checkProject(config.id, config.alerts!), this.#deps.log)
       }
     } finally {
       this.#checking = false
@@ -152,7 +153,7 @@ export class LowBalanceMonitor {
       this.#known.add(id)
       if (created) {
         this.#deps.log.info({ project: projectId, period, threshold: thresholdId(threshold), remaining: balance.remaining }, 'low-balance alert fired')
-        void this.#deliver(record, alerts)
+        void runInBackground('alert-webhook-delivery', () => this.#deliver(record, alerts), this.#deps.log)
       }
     }
   }
@@ -178,7 +179,7 @@ export class LowBalanceMonitor {
       const delay = backoffMs(n, alerts.retryBaseMs, alerts.retryMaxMs)
       if (record.state === 'delivering') record.nextAttemptAt = new Date(this.#clock() + delay).toISOString()
       else delete record.nextAttemptAt
-      await this.#records.update(record.id, record).catch((error) => this.#deps.log.warn({ err: error, alert: record.id }, 'could not record a webhook attempt'))
+      await runInBackground('alert-webhooks', () => this.#records.update(record.id, record), this.#deps.log)
       if (record.state !== 'delivering') {
         const line = ok ? this.#deps.log.info : this.#deps.log.warn
         line.call(this.#deps.log, { alert: record.id, attempts: n, state: record.state }, 'low-balance webhook finished')

@@ -13,6 +13,7 @@ import type { StoreConfig } from '../config/types.ts'
 import type { MigrationReport, MigrationSet } from './shared/index.ts'
 import { openSqliteStore } from './sqlite.ts'
 import type { Store } from './types.ts'
+import type { BackgroundLog } from '../resilience.ts'
 
 export interface OpenStoreOptions {
   /** Directory relative paths (dataDir) are resolved against: the config file's. */
@@ -21,6 +22,8 @@ export interface OpenStoreOptions {
   migrations?: MigrationSet[]
   /** Failures of background work (usage flush, reaper). */
   onBackgroundError?: (error: unknown) => void
+  /** Shared engine: where background failures (once per outage) and recoveries are logged. */
+  backgroundLog?: BackgroundLog
   /** Embedded engine: hold the database lock (default true); false lets tooling read it beside a gateway. */
   exclusive?: boolean
 }
@@ -41,6 +44,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions):
       creditCommit: config.creditCommit,
       migrations: options.migrations,
       onBackgroundError: options.onBackgroundError,
+      backgroundLog: options.backgroundLog,
     })
   }
   return openSqliteStore({ dataDir: resolve(options.dir, config.dataDir), onBackgroundError: options.onBackgroundError, exclusive: options.exclusive })

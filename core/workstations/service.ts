@@ -12,6 +12,7 @@
  */
 import type { Logger } from 'pino'
 import type { Project } from '../projects.ts'
+import { runInBackground } from '../resilience.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
 import type { WorkstationDriver } from './driver.ts'
@@ -79,7 +80,8 @@ export class WorkstationService {
   async start(): Promise<void> {
     await this.recover()
     const tickMs = this.options.tickMs ?? 1000
-    this.timer = setInterval(() => void this.tick(), tickMs)
+    // A store outage must never end the process: a failed pass is counted, logged once per outage, and the next one runs.
+    this.timer = setInterval(() => void runInBackground('workstations-tick', () => this.tick(), this.options.log), tickMs)
     this.timer.unref()
   }
 

@@ -222,6 +222,9 @@ apply = splice(apply, '\nDECLARE\n', '\nDECLARE\n' + DECLARE.trimStart())
 apply = splice(apply, "    ELSIF kind = 'doc-insert' THEN", OPS.replace(/^\n/, ''))
 apply = splice(apply, '  FOR k IN 1 .. coalesce(array_length(b_key, 1), 0) LOOP', WRITE_LEASES)
 
+/** Migration 4's `tollgate_apply` text: migration 5 (lock-order-migration.ts) is built from it. */
+export const V4_APPLY = apply
+
 export const creditLeasesMigration: Migration = {
   version: 4,
   name: 'credit leases: lease, draw and shrink ops',

@@ -36,6 +36,7 @@ import { coreMigrations } from './schema.ts'
 import { SharedUsageLog, usageMigrations } from './usage.ts'
 import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
 import { ACCOUNTS_MIGRATIONS, PostgresAccounts } from '../accounts/postgres.ts'
+import { backgroundFailed, runInBackground, type BackgroundLog } from '../../resilience.ts'
 
 export { coreMigrations } from './schema.ts'
 export { documentRevisionMigrations } from './documents.ts'
@@ -82,8 +83,13 @@ export interface SharedStoreOptions {
   rateLeaseTokens?: number
   /** A rate-limit call Redis leaves unanswered this long fails with 503 `store_unavailable` (default 5000 ms). */
   redisTimeoutMs?: number
-  /** Failures of background work and of idle connections. Default: a process warning. */
+  /**
+   * Failures of background work and of idle connections, at most once per outage of each task
+   * (core/resilience.ts; all are counted in tollgate_background_errors_total). Default: a process warning.
+   */
   onBackgroundError?: (error: unknown) => void
+  /** Where background failures and recoveries are logged (takes the place of onBackgroundError). */
+  backgroundLog?: BackgroundLog
 }
 
 /** Opens the shared store: connects, applies (or checks) migrations, registers this instance. */
@@ -145,6 +151,7 @@ export class SharedStore implements Store {
   private readonly instanceTimeoutMs: number
   private readonly retentionMs: number
   private readonly onBackgroundError: (error: unknown) => void
+  private readonly backgroundLog: BackgroundLog
   private readonly options: SharedStoreOptions
   private readonly timers: NodeJS.Timeout[] = []
   private ticking = false
@@ -157,7 +164,10 @@ export class SharedStore implements Store {
     this.clock = options.clock ?? Date.now
     this.instanceTimeoutMs = options.instanceTimeoutMs ?? 10_000
     this.retentionMs = options.reservationRetentionMs ?? 600_000
-    this.onBackgroundError = options.onBackgroundError ?? ((error) => process.emitWarning(error as Error, 'TollgateStoreWarning'))
+    const onBackgroundError = options.onBackgroundError ?? ((error) => process.emitWarning(error as Error, 'TollgateStoreWarning'))
+    this.backgroundLog = options.backgroundLog ?? { warn: (report) => onBackgroundError((report as { err?: unknown }).err), info: () => {} }
+    // Every failure outside a request is counted and logged once per outage, never thrown.
+    this.onBackgroundError = (error) => backgroundFailed('postgres-connection', error, this.backgroundLog)
     this.pool = openPgPool({ url: options.postgres, schema: this.schema, max: options.poolSize, onError: (error) => this.onBackgroundError(error) })
     const creditCommit = options.creditCommit ?? 'durable'
     if (creditCommit !== 'durable' && creditCommit !== 'async') throw new RangeError(`creditCommit must be durable or async, got ${String(creditCommit)}`)
@@ -168,7 +178,7 @@ export class SharedStore implements Store {
     this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock) : undefined
     this.credits = this.leases ?? this.ledger
     this.usage = new SharedUsageLog(this.pool)
-    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: () => {}, callTimeoutMs: options.redisTimeoutMs, leaseTokens: options.rateLeaseTokens })
+    this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: (error) => backgroundFailed('redis-connection', error, this.backgroundLog), callTimeoutMs: options.redisTimeoutMs, leaseTokens: options.rateLeaseTokens })
     this.accounts = new PostgresAccounts(this.pool, this.clock)
     this.settings = new PostgresSettings({
       pool: this.pool,
@@ -179,7 +189,7 @@ export class SharedStore implements Store {
         await client.connect()
         return client
       },
-      onListenerError: (error) => this.onBackgroundError(error),
+      onListenerError: (error) => backgroundFailed('settings-listen', error, this.backgroundLog),
     })
   }
 
@@ -193,11 +203,11 @@ export class SharedStore implements Store {
     // Heartbeat well within the timeout, so a live instance is never taken for dead.
     const tickMs = Math.max(50, Math.min(1000, Math.floor(this.instanceTimeoutMs / 4)))
     // Separate timers: a slow reap or retry must never delay the heartbeat past the timeout.
-    this.every(tickMs, () => this.beat())
-    this.every(tickMs, () => this.tick())
-    this.every(this.options.usageFlushMs ?? 1000, () => this.usage.flush())
+    this.every('store-heartbeat', tickMs, () => this.beat())
+    this.every('store-reaper', tickMs, () => this.tick())
+    this.every('usage-flush', this.options.usageFlushMs ?? 1000, () => this.usage.flush())
     const leases = this.leases
-    if (leases !== undefined) this.every(IDLE_MS, async () => leases.idleCheck())
+    if (leases !== undefined) this.every('credit-lease-idle', IDLE_MS, async () => leases.idleCheck())
   }
 
   health(): Promise<StoreHealth> {
@@ -302,7 +312,7 @@ export class SharedStore implements Store {
     for (const timer of this.timers) clearInterval(timer)
     try {
       await this.batch.close()
-      await this.usage.flush().catch((error) => this.onBackgroundError(error))
+      await this.usage.flush().catch((error) => backgroundFailed('usage-flush', error, this.backgroundLog))
       await this.ledger.retryReleases().catch(() => {})
       // Unregistered first, so the reap releases this instance's pending holds (and any dead one's).
       await this.pool
@@ -379,10 +389,10 @@ export class SharedStore implements Store {
     }
   }
 
-  /** Runs `task` every `ms` without keeping the process alive; failures go to onBackgroundError. */
-  private every(ms: number, task: () => Promise<unknown>): void {
+  /** Runs `task` every `ms` without keeping the process alive; its failures are counted and logged once per outage. */
+  private every(name: string, ms: number, task: () => Promise<unknown>): void {
     const timer = setInterval(() => {
-      task().catch((error) => this.onBackgroundError(error))
+      void runInBackground(name, task, this.backgroundLog)
     }, ms)
     timer.unref()
     this.timers.push(timer)

@@ -6,10 +6,13 @@
  * next check phase (setImmediate) as ONE call of `tollgate_apply`, one transaction and one round
  * trip. One batch is in flight at a time: what is queued meanwhile leaves as the next batch as soon
  * as it returns, so the batch grows with the load instead of the number of round trips. Every op's
- * promise settles after its batch's COMMIT returned. A batch that fails (connection lost, server
- * down) rejects all its ops with `store_unavailable`; nothing is retried here, because an op whose
- * COMMIT may or may not have happened must be resolved by the caller (the credit ledger re-sends
- * releases, which are idempotent).
+ * promise settles after its batch's COMMIT returned. A batch that PostgreSQL rolled back for a
+ * serialization failure or a deadlock (40001, 40P01) is sent again, at most {@link RETRY_JITTER_MS}
+ * times after a random pause: nothing of it happened, so that is safe, and its requests do not see a
+ * 503 for a conflict (counted in `tollgate_store_batch_retries_total`). A batch that fails otherwise
+ * (connection lost, server down) rejects all its ops with `store_unavailable`; that is not retried
+ * here, because an op whose COMMIT may or may not have happened must be resolved by the caller (the
+ * credit ledger re-sends releases, which are idempotent).
  *
  * Credit commits ({@link CreditCommit}): a batch that charges waits for PostgreSQL's WAL flush by
  * default. With `async`, a batch of credit ops only (no grant, no document) commits with
@@ -20,6 +23,7 @@
  */
 import pg from 'pg'
 import { errors, GatewayError } from '../../errors.ts'
+import { countStoreRetry } from '../../resilience.ts'
 import { quoteIdent } from './migrations.ts'
 
 // numeric and bigint columns come back as JS numbers (credits and counters stay far below 2^53).
@@ -92,7 +96,16 @@ interface Queued {
 export interface PgBatchStats {
   batches: number
   ops: number
+  /** Batches sent again after a serialization failure or a deadlock. */
+  retries: number
 }
+
+/** SQLSTATEs after which the whole transaction rolled back and the batch is sent again. */
+const RETRIED_CODES = new Set(['40001', '40P01'])
+/** Pause before each re-send, a random time in [min, max) ms; its length is the most re-sends. */
+export const RETRY_JITTER_MS: readonly (readonly [number, number])[] = [[2, 20], [10, 60]]
+
+const pause = ([min, max]: readonly [number, number]) => new Promise<void>((resolve) => setTimeout(resolve, min + Math.random() * (max - min)))
 
 /** Most writes sent in one batch. */
 export const MAX_BATCH_OPS = 1000
@@ -124,7 +137,7 @@ export class PgBatcher {
   private queue: Queued[] = []
   private scheduled = false
   private inFlight: Promise<void> | undefined
-  private readonly counters: PgBatchStats = { batches: 0, ops: 0 }
+  private readonly counters: PgBatchStats = { batches: 0, ops: 0, retries: 0 }
   private closed = false
   private lastBatchFailed = false
   /**
@@ -217,10 +230,23 @@ export class PgBatcher {
     let results: unknown[]
     let client: pg.PoolClient | undefined
     try {
-      client = this.client ?? (await this.checkOut())
       const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.op.o)) ? APPLY_ASYNC : APPLY
-      const { rows } = await client.query<{ r: unknown[] }>({ ...statement, values: [serialise(batch), this.owner] })
-      results = rows[0]!.r
+      const values = [serialise(batch), this.owner]
+      for (let retry = 0; ; retry++) {
+        client = this.client ?? (await this.checkOut())
+        try {
+          const { rows } = await client.query<{ r: unknown[] }>({ ...statement, values })
+          results = rows[0]!.r
+          break
+        } catch (error) {
+          const code = (error as { code?: unknown }).code
+          if (typeof code !== 'string' || !RETRIED_CODES.has(code) || retry >= RETRY_JITTER_MS.length) throw error
+          // Rolled back whole, the connection still good: the same batch again, after a random pause.
+          countStoreRetry(code)
+          this.counters.retries++
+          await pause(RETRY_JITTER_MS[retry]!)
+        }
+      }
       this.lastBatchFailed = false
       this.counters.batches++
       this.counters.ops += batch.length

@@ -17,6 +17,7 @@
  */
 import { creditGrantsMigration } from './credit-grants-migration.ts'
 import { creditLeasesMigration } from './credit-leases-migration.ts'
+import { lockOrderMigration } from './lock-order-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -221,5 +222,6 @@ export const coreMigrations: MigrationSet = {
     creditGrantsMigration,
     { version: 3, name: 'tollgate_apply: one write per balance row per batch', sql: V3_APPLY },
     creditLeasesMigration,
+    lockOrderMigration,
   ],
 }

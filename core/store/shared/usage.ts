@@ -43,6 +43,7 @@ CREATE TABLE usage_routes_hourly (
 const UPSERT_ROUTES = `
 INSERT INTO usage_routes_hourly (project_id, bucket_ms, api_type, route, status_class, requests, credits, errors, latency_ms_sum, latency_ms_max)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::numeric[], $8::bigint[], $9::float8[], $10::float8[])
+ORDER BY 1, 2, 3, 4, 5
 ON CONFLICT (project_id, bucket_ms, api_type, route, status_class) DO UPDATE SET
   requests = usage_routes_hourly.requests + excluded.requests,
   credits = usage_routes_hourly.credits + excluded.credits,
@@ -62,12 +63,17 @@ interface Sum {
 const UPSERT = `
 INSERT INTO usage_hourly (project_id, bucket_ms, api_type, requests, credits, errors)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::numeric[], $6::bigint[])
+ORDER BY 1, 2, 3
 ON CONFLICT (project_id, bucket_ms, api_type) DO UPDATE SET
   requests = usage_hourly.requests + excluded.requests,
   credits = usage_hourly.credits + excluded.credits,
   errors = usage_hourly.errors + excluded.errors`
 
-/** Both upserts as one statement (the per-route one's parameters follow the hourly one's six). */
+/**
+ * Both upserts as one statement (the per-route one's parameters follow the hourly one's six). Each
+ * upserts its rows in key order, so two instances flushing the same rows lock them in one order
+ * (no deadlock between flushes).
+ */
 const FLUSH_BOTH = `WITH hourly AS (${UPSERT} RETURNING 1),
 routes AS (${UPSERT_ROUTES.replace(/\$(\d+)/g, (_, n: string) => '$' + (Number(n) + 6))} RETURNING 1)
 SELECT (SELECT count(*) FROM hourly) AS hourly, (SELECT count(*) FROM routes) AS routes`

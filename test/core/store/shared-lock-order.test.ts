@@ -1,0 +1,184 @@
+/**
+ * The lock order of the shared engine (core/store/shared/lock-order-migration.ts), checked on a real
+ * PostgreSQL with concurrent sessions:
+ *
+ * - two-session reproductions of the deadlocks of core version 4 (a refused lease's recall against
+ *   a draw; the reaper against a release; two periods in opposite orders), each run against a
+ *   schema at version 4 (where it deadlocks: SQLSTATE 40P01 after the deadlock timeout) and at the
+ *   latest version (where both sessions finish);
+ * - a stress of several sessions sending random batches of every op (and the reaper) on a few
+ *   periods at once: no session may ever see a deadlock.
+ */
+import t, { type Test } from 'tap'
+import pg from 'pg'
+import { coreMigrations, runMigrations } from '../../../core/store/shared/index.ts'
+import { openPgPool } from '../../../core/store/shared/pg.ts'
+import { freshSchema, needServers, PG_URL } from '../../helpers/shared-servers.ts'
+
+type Op = Record<string, string | number>
+
+async function migratedTo(t: Test, version: number): Promise<string> {
+  const schema = freshSchema(t)
+  const pool = openPgPool({ url: PG_URL, schema, max: 1 })
+  try {
+    await runMigrations(pool, schema, [{ module: 'core', migrations: coreMigrations.migrations.slice(0, version) }])
+  } finally {
+    await pool.end()
+  }
+  return schema
+}
+
+async function session(t: Test, schema: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path="${schema}" -c deadlock_timeout=200ms` })
+  await client.connect()
+  client.on('error', () => {})
+  t.teardown(() => client.end().catch(() => {}))
+  return client
+}
+
+const apply = (client: pg.Client, owner: string, ops: Op[]) =>
+  client.query<{ r: unknown[] }>('SELECT tollgate_apply($1::jsonb, $2) AS r', [JSON.stringify(ops), owner]).then((result) => result.rows[0]!.r)
+
+/** Resolves once `client`'s backend waits for a lock (so the next step is sure to meet it). */
+async function waitsForLock(observer: pg.Client, client: pg.Client): Promise<void> {
+  const pid = (client as unknown as { processID: number }).processID
+  for (let i = 0; i < 200; i++) {
+    const { rows } = await observer.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid])
+    if (rows[0]?.wait_event_type === 'Lock') return
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  throw new Error('the session never waited for a lock')
+}
+
+/** Both results of a race: each is its value or the SQLSTATE it failed with. */
+async function settle(...runs: Promise<unknown>[]): Promise<unknown[]> {
+  const settled = await Promise.allSettled(runs)
+  return settled.map((one) => (one.status === 'fulfilled' ? 'ok' : ((one.reason as { code?: string }).code ?? String(one.reason))))
+}
+
+const P = { p: 'proj', e: '2026-11' }
+const LATEST = coreMigrations.migrations.length
+
+/** Scenario 1 (issue 26): B draws from its lease while A, holding the balance, is refused a lease and recalls B's. */
+async function recallAgainstDraw(t: Test, version: number): Promise<unknown[]> {
+  const schema = await migratedTo(t, version)
+  const [a, b, observer] = [await session(t, schema), await session(t, schema), await session(t, schema)]
+  await apply(b, 'B', [{ o: 'lease', i: 'lease-b', ...P, a: 100, n: 100, m: 1 }])
+  await a.query('BEGIN')
+  await apply(a, 'A', [{ o: 'reserve', i: 'r-a', ...P, a: 100, n: 1, t: 'X' }])
+  await b.query('BEGIN')
+  const draw = apply(b, 'B', [{ o: 'draw', i: 'r-b', l: 'lease-b', n: 1, t: 'X' }])
+  draw.catch(() => {})
+  await waitsForLock(observer, b)
+  const refused = apply(a, 'A', [{ o: 'lease', i: 'lease-a', ...P, a: 100, n: 100, m: 99 }])
+  const outcome = await settle(
+    refused.then(() => a.query('COMMIT'), async (error) => { await a.query('ROLLBACK'); throw error }),
+    draw.then(() => b.query('COMMIT'), async (error) => { await b.query('ROLLBACK'); throw error }),
+  )
+  return outcome
+}
+
+/** Scenario 2: the reaper releases the holds of an instance it takes for dead while that instance (back) releases one of them. */
+async function reapAgainstRelease(t: Test, version: number): Promise<unknown[]> {
+  const schema = await migratedTo(t, version)
+  const [d, reaper, observer] = [await session(t, schema), await session(t, schema), await session(t, schema)]
+  await apply(d, 'D', [{ o: 'reserve', i: 'h-d', ...P, a: 100, n: 5, t: 'X' }])
+  await d.query("DELETE FROM tollgate_instances WHERE id = 'D'")
+  await d.query('BEGIN')
+  await apply(d, 'D', [{ o: 'reserve', i: 'h-d2', ...P, a: 100, n: 1, t: 'X' }])
+  const reap = reaper.query('SELECT tollgate_reap(10000)')
+  reap.catch(() => {})
+  await waitsForLock(observer, reaper)
+  const release = apply(d, 'D', [{ o: 'release', i: 'h-d' }])
+  return settle(release.then(() => d.query('COMMIT'), async (error) => { await d.query('ROLLBACK'); throw error }), reap)
+}
+
+/** Scenario 3: two batches reserve on two projects, named in opposite orders. */
+async function twoPeriodsOppositeOrders(t: Test, version: number): Promise<unknown[]> {
+  const schema = await migratedTo(t, version)
+  const [a, b, observer] = [await session(t, schema), await session(t, schema), await session(t, schema)]
+  const reserve = (i: string, p: string) => ({ o: 'reserve', i, p, e: '2026-11', a: 100, n: 1, t: 'X' })
+  await apply(a, 'A', [reserve('seed-1', 'one'), reserve('seed-2', 'two')])
+  await a.query('BEGIN')
+  await apply(a, 'A', [reserve('a-1', 'one')])
+  await b.query('BEGIN')
+  const first = apply(b, 'B', [reserve('b-2', 'two'), reserve('b-1', 'one')])
+  first.catch(() => {})
+  // Version 4 holds `two` while it waits for `one`; version 5 waits for `one` before it locks `two`.
+  await waitsForLock(observer, b)
+  const second = apply(a, 'A', [reserve('a-2', 'two')])
+  return settle(
+    second.then(() => a.query('COMMIT'), async (error) => { await a.query('ROLLBACK'); throw error }),
+    first.then(() => b.query('COMMIT'), async (error) => { await b.query('ROLLBACK'); throw error }),
+  )
+}
+
+t.test('one lock order', async (t) => {
+  if (!(await needServers(t))) return
+
+  for (const [name, scenario] of [
+    ['a refused lease recalls while a draw holds the lease', recallAgainstDraw],
+    ['the reaper against a release of the same instance', reapAgainstRelease],
+    ['two periods named in opposite orders', twoPeriodsOppositeOrders],
+  ] as const) {
+    t.test(name, async (t) => {
+      const before = await scenario(t, 4)
+      t.ok(before.includes('40P01'), `core version 4 deadlocks (${before.join(', ')})`)
+      const started = Date.now()
+      const after = await scenario(t, LATEST)
+      t.same(after, ['ok', 'ok'], `core version ${LATEST}: both sessions finish (${Date.now() - started} ms)`)
+    })
+  }
+
+  t.test('random batches of every op from four sessions and the reaper: never a deadlock', async (t) => {
+    const schema = await migratedTo(t, LATEST)
+    const owners = ['w', 'x', 'y', 'z']
+    const clients = await Promise.all(owners.map(() => session(t, schema)))
+    const reaper = await session(t, schema)
+    const projects = ['p1', 'p2', 'p3']
+    const failures: string[] = []
+    let batches = 0
+    let seed = 26
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+    const pick = <T>(items: T[]): T => items[Math.floor(random() * items.length)]!
+    const until = Date.now() + 3000
+    const worker = async (client: pg.Client, owner: string) => {
+      const pending: string[] = []
+      let sequence = 0
+      while (Date.now() < until) {
+        const ops: Op[] = []
+        for (let i = 0, n = 1 + Math.floor(random() * 8); i < n; i++) {
+          const p = pick(projects)
+          const lease = `lease-${owner}-${p}`
+          const kind = random()
+          const id = `${owner}-${++sequence}`
+          if (kind < 0.2) ops.push({ o: 'reserve', i: id, p, e: '2026-11', a: 200, n: 1, t: 'X' }), pending.push(id)
+          else if (kind < 0.3 && pending.length) ops.push({ o: 'commit', i: pending.shift()! })
+          else if (kind < 0.4 && pending.length) ops.push({ o: 'release', i: pending.shift()! })
+          else if (kind < 0.55) ops.push({ o: 'lease', i: lease, p, e: '2026-11', a: 200, n: 20, m: 1 + Math.floor(random() * 60) })
+          else if (kind < 0.8) ops.push({ o: 'draw', i: id, l: lease, n: 1, t: 'X' })
+          else if (kind < 0.9) ops.push({ o: 'shrink', i: lease, n: 1 })
+          else if (kind < 0.95) ops.push({ o: 'grant', i: `g-${id}`, p, e: '2026-11', n: 1, r: 'test', w: owner })
+          else ops.push({ o: 'refund', i: `${owner}-${Math.max(1, sequence - 3)}`, n: 1 })
+        }
+        try {
+          await apply(client, owner, ops)
+          batches++
+        } catch (error) {
+          failures.push((error as { code?: string }).code ?? String(error))
+        }
+      }
+    }
+    const reaping = (async () => {
+      while (Date.now() < until) {
+        // An instance now and then taken for dead, so the reaper has holds to release.
+        await reaper.query(`DELETE FROM tollgate_instances WHERE id = $1`, [pick(owners)])
+        await reaper.query('SELECT tollgate_reap(10000)').catch((error) => failures.push(error.code ?? String(error)))
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    })()
+    await Promise.all([...clients.map((client, i) => worker(client, owners[i]!)), reaping])
+    t.ok(batches > 100, `${batches} batches applied`)
+    t.same(failures, [], 'no batch and no reap failed (no 40P01)')
+  })
+})
