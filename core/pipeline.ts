@@ -201,6 +201,7 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
   if (!upstream) throw errors.internal(`route ${route.name} names upstream ${ctx.upstream}, which does not exist`)
   await forward(ctx, req, res, upstream, {
     trustProxy: deps.trustProxy,
+    credentials: route.credentials,
     maxBodyBytes: route.maxBodyBytes,
     bodyTimeoutMs: route.bodyTimeoutMs,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
@@ -220,15 +221,28 @@ async function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promis
 function writeUpstreamHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
   const headers = response.headers
+  dropUpstreamSetCookie(ctx, res, headers)
   const extra = ctx.responseHeaders
   for (const name in extra) headers[name] = extra[name]
   res.writeHead(response.status, headers)
+}
+
+/**
+ * An upstream's Set-Cookie reaches the client only on a route that opts in (`passSetCookie`,
+ * http/gateway-cookies.ts). Removed here, as the head is written, rather than by the forwarder:
+ * response plugins still see it (a cache must not store an answer that set a cookie), and a
+ * cookie a plugin adds for the client is not the upstream's.
+ */
+function dropUpstreamSetCookie(ctx: Context, res: ServerResponse, headers: Record<string, unknown>): void {
+  if (headers !== ctx.upstreamAnswerHeaders || headers['set-cookie'] === undefined) return
+  if (!(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route?.credentials.setCookie) delete headers['set-cookie']
 }
 
 /** Writes status and headers: the answer's own, then the ones plugins added for the client. */
 function writeHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
   let headers = response.headers
+  dropUpstreamSetCookie(ctx, res, headers)
   const extra = ctx.responseHeaders
   // A plugin may answer with a shared header object (a cache entry): write only into our own.
   if (headers === ctx.ownHeaders) for (const name in extra) headers[name] = extra[name]

@@ -99,6 +99,23 @@ const route: JsonSchema = {
       default: 8388608,
       description: 'Cap on an upstream body buffered for response-body plugins; past it the answer is 502.',
     },
+    forwardAuthorization: {
+      type: 'boolean',
+      default: false,
+      description:
+        "Send the client's Authorization header to the upstream. Off by default: it is usually a credential for the gateway, not for the upstream. An Authorization a plugin sets for the upstream is sent either way.",
+    },
+    forwardGatewayCookies: {
+      type: 'boolean',
+      default: false,
+      description:
+        "Send the gateway's own cookies (every cookie named tollgate_*: admin and workstation sessions) to the upstream. Off by default: they would let the upstream act as the user. The client's other cookies are always sent.",
+    },
+    passSetCookie: {
+      type: 'boolean',
+      default: false,
+      description: "Let the upstream's Set-Cookie reach the client. Off by default: an upstream must not set cookies on the gateway's origin (its session cookies live there).",
+    },
     plugins: { type: 'array', items: pluginEntry, default: [], description: 'Plugins of this route, on top of the global ones.' },
     each: {
       type: 'object',

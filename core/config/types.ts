@@ -24,6 +24,12 @@ export interface RouteConfig {
   maxBodyBytes?: number
   bodyTimeoutMs?: number
   maxResponseBodyBytes: number
+  /** Send the client's Authorization header upstream (default no). */
+  forwardAuthorization?: boolean
+  /** Send the gateway's own tollgate_* cookies upstream (default no). */
+  forwardGatewayCookies?: boolean
+  /** Let the upstream's Set-Cookie reach the client (default no). */
+  passSetCookie?: boolean
   plugins: PluginEntry[]
   configPath: ConfigPath
 }

@@ -20,8 +20,8 @@ import { request as httpRequest, type IncomingMessage, type ServerResponse } fro
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
-import { IdentitySessions, sameIdentity, SESSION_COOKIE, type OwnerIdentities } from './access.ts'
-import { SESSION_COOKIE as ADMIN_SESSION_COOKIE } from '../accounts/authenticate.ts'
+import { IdentitySessions, sameIdentity, type OwnerIdentities } from './access.ts'
+import { withoutGatewayCookies } from '../http/gateway-cookies.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
@@ -57,8 +57,8 @@ function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]
     if (value === undefined || HOP.has(name)) continue
     if (name === 'cookie') {
       // Cookies ignore ports: on one host the admin listener's session cookie comes along too.
-      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`) && !p.startsWith(`${ADMIN_SESSION_COOKIE}=`))
-      if (rest.length) out.cookie = rest.join('; ')
+      const rest = withoutGatewayCookies(String(value))
+      if (rest !== undefined) out.cookie = rest
       continue
     }
     out[name] = value
