@@ -19,6 +19,7 @@ import { forward } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
+import type { ProxyTrust } from './http/client-address.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
 
@@ -28,7 +29,8 @@ export interface PipelineDeps {
   metrics: CoreMetrics
   unmatched: RouteMetrics
   upstreams: ReadonlyMap<string, UpstreamHandle>
-  trustProxy: boolean
+  /** Which peers' X-Forwarded-* are believed, and so the client IP (http/client-address.ts). */
+  trustProxy: ProxyTrust
   draining(): boolean
   /** Requests in flight in this process, read by the in-flight gauge when scraped. */
   inFlight: { count: number }
@@ -60,14 +62,6 @@ function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): s
     }
   }
   return out || '/'
-}
-
-function clientIp(req: IncomingMessage, trustProxy: boolean): string {
-  if (trustProxy) {
-    const forwarded = req.headers['x-forwarded-for']
-    if (typeof forwarded === 'string' && forwarded) return forwarded.split(',')[0].trim()
-  }
-  return req.socket.remoteAddress ?? ''
 }
 
 const EXCHANGE = Symbol('exchange')
@@ -167,7 +161,7 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
     q === -1 ? url : url.slice(0, q),
     q === -1 ? '' : url.slice(q + 1),
     req.headers,
-    clientIp(req, deps.trustProxy),
+    deps.trustProxy.clientIp(req),
     typeof incomingId === 'string' && REQUEST_ID.test(incomingId) ? incomingId : undefined,
   )
   table.inFlight++

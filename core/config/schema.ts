@@ -150,7 +150,18 @@ export const coreSchema: JsonSchema = {
       description: 'The public listener.',
       properties: {
         listen: listen(8080, 'public'),
-        trustProxy: { type: 'boolean', default: false, description: 'Trust an incoming x-forwarded-for for the client IP.' },
+        trustProxy: {
+          default: false,
+          description:
+            'Which peers are proxies whose X-Forwarded-For/-Proto/-Host are believed. The client IP is the right-most X-Forwarded-For address that is not a trusted proxy (as nginx real_ip and Express trust proxy). ' +
+            'false: none (the socket peer is the client); a list of addresses, CIDRs and the names loopback, private, linklocal; a hop count n (the n nearest hops are proxies, whatever their address); ' +
+            'true: [loopback, private, linklocal].',
+          oneOf: [
+            { type: 'boolean' },
+            { type: 'integer', minimum: 1, maximum: 64 },
+            { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
+          ],
+        },
         drainTimeoutMs: { type: 'integer', minimum: 0, default: 10000, description: 'On SIGTERM, how long in-flight requests may finish.' },
         limits: {
           type: 'object',

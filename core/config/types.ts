@@ -1,5 +1,6 @@
 /** gateway.yaml after validation and defaults: what the builder consumes. */
 import type { UpstreamConfig } from '../http/upstreams.ts'
+import type { TrustProxySetting } from '../http/client-address.ts'
 import type { PluginDefinition } from '../plugin.ts'
 import type { ConfigPath } from './source.ts'
 
@@ -88,7 +89,8 @@ export interface GatewayConfig {
   version: 1
   server: {
     listen: { host: string; port: number }
-    trustProxy: boolean
+    /** Trusted proxies (http/client-address.ts): false, true, a hop count or addresses/CIDRs/preset names. */
+    trustProxy: TrustProxySetting
     drainTimeoutMs: number
     limits: {
       maxBodyBytes: number

@@ -16,6 +16,7 @@ import { corkUntilTurnEnd } from './turn-flush.ts'
 import { bodyTimedOut, remainingMs } from './body.ts'
 import type { UpstreamHandle } from './upstreams.ts'
 import { withoutGatewayCookies, type UpstreamCredentialPolicy } from './gateway-cookies.ts'
+import type { ProxyTrust } from './client-address.ts'
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus ones a proxy must set itself. */
 const REQUEST_DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'content-length'])
@@ -26,7 +27,8 @@ const BODY_TOO_LARGE = Symbol('body-too-large')
 const HOLD_BEFORE_PAUSE = 64 * 1024
 
 export interface ForwardOptions {
-  trustProxy: boolean
+  /** Whether the peer's X-Forwarded-* are believed (and passed on). */
+  trustProxy: ProxyTrust
   /** The route's opt-ins for the client's credentials (computed once at table build). */
   credentials: UpstreamCredentialPolicy
   maxBodyBytes: number
@@ -50,7 +52,7 @@ function connectionTokens(value: string | string[] | undefined): readonly string
   return (Array.isArray(value) ? value.join(',') : value).split(',').map((t) => t.trim().toLowerCase()).filter(Boolean)
 }
 
-export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, trustProxy: boolean, credentials: UpstreamCredentialPolicy): Record<string, string | string[]> {
+export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, proxies: ProxyTrust, credentials: UpstreamCredentialPolicy): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {}
   const named = connectionTokens(req.headers.connection)
   for (const name in req.headers) {
@@ -65,6 +67,8 @@ export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, trust
     }
     headers[name] = value
   }
+  // What a peer that is not a trusted proxy says of earlier hops is not passed on as if one had written it.
+  const trustProxy = proxies.trustsPeer(req.socket.remoteAddress)
   const priorFor = trustProxy ? req.headers['x-forwarded-for'] : undefined
   headers['x-forwarded-for'] = priorFor ? `${priorFor}, ${req.socket.remoteAddress ?? ''}` : (req.socket.remoteAddress ?? '')
   headers['x-forwarded-proto'] = (trustProxy && (req.headers['x-forwarded-proto'] as string)) || 'http'

@@ -235,7 +235,7 @@ t.test('settings changed through the admin API are enforced on the next request'
     const actions = audit.json.changes.map((c: any) => `${c.action}:${c.actor}`)
     t.ok(actions.includes('project.update:admin-token'), 'the actor is recorded')
     t.ok(audit.json.changes.some((c: any) => c.actor === 'admin-token' && c.actorNote === 'alice@ops'), 'x-admin-actor is kept as the note')
-    t.ok(actions.includes('key.add:admin'))
+    t.ok(actions.includes('key.add:admin-token'))
     t.ok(audit.json.changes.every((c: any, i: number, all: any[]) => i === 0 || all[i - 1].seq > c.seq), 'newest first')
     const all = await adminCall(gw, 'GET', '/admin/settings/audit?limit=500')
     answers.push(audit.text, all.text, gw.output.join('\n'))
