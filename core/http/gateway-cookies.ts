@@ -32,6 +32,15 @@ export function credentialPolicy(route: { forwardAuthorization?: boolean; forwar
 }
 
 /**
+ * `Set-Cookie` values without those that would set a gateway cookie (`tollgate_*`): for a
+ * workstation, whose tenant runs what answers, and whose own app cookies must still work.
+ */
+export function withoutGatewaySetCookies(values: string | string[]): string[] {
+  const all = Array.isArray(values) ? values : [values]
+  return all.filter((value) => !value.trimStart().startsWith(GATEWAY_COOKIE_PREFIX))
+}
+
+/**
  * A `Cookie` header without the gateway's cookies; undefined when nothing else is left. A header
  * that names none of them is returned as it is (the common case: one substring search).
  */

@@ -21,7 +21,7 @@ import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { IdentitySessions, sameIdentity, type OwnerIdentities } from './access.ts'
-import { withoutGatewayCookies } from '../http/gateway-cookies.ts'
+import { withoutGatewayCookies, withoutGatewaySetCookies } from '../http/gateway-cookies.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
@@ -176,6 +176,8 @@ export class WorkstationPublicRoutes {
     const upstream = httpRequest({ host: hostname, port: Number(port), method: req.method, path, headers: upstreamHeaders(req) }, (answer) => {
       const headers: Record<string, string | string[]> = {}
       for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP.has(name)) headers[name] = value
+      // The tenant runs what answers: it may set its own app's cookies, never the gateway's sessions.
+      if (headers['set-cookie'] !== undefined) headers['set-cookie'] = withoutGatewaySetCookies(headers['set-cookie'])
       res.writeHead(answer.statusCode ?? 502, headers)
       answer.pipe(res)
     })
