@@ -96,7 +96,7 @@ const prove = (gw: GatewayProcess, key: string) => send(gw.url, 'GET', `/zk/${ke
 t.test('settings changed through the admin API are enforced on the next request', async (t) => {
   const up = await startTestUpstream()
   const dir = tempDir('tollgate-settings-')
-  let gw = await startGatewayProcess(config(up), { dir })
+  let gw = await startGatewayProcess(config(up), { dir, startTimeoutMs: 90_000 })
   t.teardown(async () => {
     await gw.stop()
     await up.close()
@@ -215,7 +215,7 @@ t.test('settings changed through the admin API are enforced on the next request'
 
   await t.test('overrides survive a restart; a reset brings the yaml back', async (t) => {
     await gw.stop()
-    gw = await startGatewayProcess(config(up), { dir })
+    gw = await startGatewayProcess(config(up), { dir, startTimeoutMs: 90_000 })
     t.equal((await send(gw.url, 'GET', `/rpc/${KEY.acme}`)).status, 200, 'scope override still in force')
     t.equal((await prove(gw, KEY.other)).status, 401, 'seed key still disabled')
     t.equal((await prove(gw, KEY.byHash)).status, 200, 'run-time key still there')
