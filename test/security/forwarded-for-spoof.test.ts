@@ -70,7 +70,7 @@ routes:
     upstream: echo
     plugins:
       - { name: rate-limit, config: { by: ip, capacity: ${CAPACITY}, refillPerSecond: 0.001 } }
-`)
+`, { startTimeoutMs: 90_000 })
   proxy = await startProxy(new URL(gw.url))
   proxyPort = (proxy.address() as AddressInfo).port
 })

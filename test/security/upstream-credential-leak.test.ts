@@ -61,7 +61,7 @@ routes:
     forwardAuthorization: true
     forwardGatewayCookies: true
     passSetCookie: true
-`)
+`, { startTimeoutMs: 90_000 })
 })
 
 t.teardown(async () => {
