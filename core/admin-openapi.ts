@@ -43,7 +43,8 @@ const DOCUMENT = {
     version: '1',
     description:
       'Authenticated by the admin bearer token (an operator) or the tollgate_session cookie of POST /admin/session. ' +
-      'A session request that changes state (POST, PATCH, DELETE) carries the x-csrf-token header. Owners reach only their projects.',
+      'A session request that changes state (POST, PATCH, DELETE) carries the x-csrf-token header. Owners reach only their projects. ' +
+      'Audit entries name the authenticated principal as actor (the user, or admin-token); an x-admin-actor header (1 to 128 printable ASCII characters) only adds actorNote.',
   },
   components: {
     schemas,

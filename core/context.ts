@@ -57,6 +57,8 @@ export class Context implements RequestContext {
    * place. Any other (a cache entry's, say) belongs to someone else and is copied.
    */
   ownHeaders: object | undefined = undefined
+  /** The header object the forwarder made from the upstream's answer (its Set-Cookie is the route's to pass or drop). */
+  upstreamAnswerHeaders: object | undefined = undefined
   /** Set when a plugin answered early: later phases up to `response` are skipped. */
   answered = false
 

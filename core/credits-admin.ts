@@ -7,7 +7,8 @@
  *   GET  /admin/projects/:id/credits/ledger?period=   the entries that explain a period's balance
  *
  * A top-up is a grant (`Store.grantCredits`) in the project's current period, with the caller's
- * audit actor (a user's email, or `token[:x-admin-actor]` for the admin token) as its actor: the grant row records who, when, why and
+ * authenticated principal (a user's email, or `admin-token` for the admin token; `x-admin-actor` is
+ * only a note on the audit entry) as its actor: the grant row records who, when, why and
  * how much, and the ledger lists it; a top-up that granted is also appended to the project's
  * audit trail (`credits.top_up`, after the grant committed). Its id is `topup:<project>:<idempotencyKey>`, so the same key
  * sent again (a retry after a lost answer) grants once and answers 200 with the first grant's
@@ -18,7 +19,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { GatewayError } from './errors.ts'
 import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
-import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
+import { auditActor, type Accounts, type AdminPrincipal } from './accounts/authenticate.ts'
 import type { Project, ProjectDirectory } from './projects.ts'
 import { Router } from './router.ts'
 import { scheduleBounds } from './store/periods.ts'
@@ -120,7 +121,7 @@ export function creditsAdmin(deps: CreditsAdminDeps) {
         const id = `topup:${project.id}:${idempotencyKey ?? randomUUID()}`
         const { created, balance } = await deps.store.grantCredits({ id, projectId: project.id, period, allocation: project.credits.allocation, amount, reason, actor })
         // The grant row is the record of the credits; the audit trail also shows who topped up (once per grant).
-        if (created) await deps.store.settings.recordAction(project.id, 'credits.top_up', { grant: id, amount, reason, period: balance.period }, actor)
+        if (created) await deps.store.settings.recordAction(project.id, 'credits.top_up', { grant: id, amount, reason, period: balance.period }, auditActor(principal))
         return { status: created ? 201 : 200, body: { created, grant: { id, amount, reason, actor }, period: balance.period, balance: balanceView(balance) } }
       },
     },

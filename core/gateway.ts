@@ -22,6 +22,7 @@ import { buildTable, closeTable, type Table } from './table.ts'
 import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
 import { answerParserRefusal } from './http/parser-refusal.ts'
+import { proxyTrust } from './http/client-address.ts'
 import { CoreMetrics, RouteMetrics } from './metrics.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
@@ -122,7 +123,7 @@ export class Gateway {
       metrics,
       unmatched: new RouteMetrics(metrics, '__unmatched__'),
       upstreams,
-      trustProxy: config.server.trustProxy,
+      trustProxy: proxyTrust(config.server.trustProxy),
       draining: () => this.#draining,
       inFlight: metrics.inFlightRequests,
       tableIdle: (retired) => void closeTable(retired),

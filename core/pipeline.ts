@@ -19,6 +19,7 @@ import { forward } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
+import type { ProxyTrust } from './http/client-address.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
 
@@ -28,7 +29,8 @@ export interface PipelineDeps {
   metrics: CoreMetrics
   unmatched: RouteMetrics
   upstreams: ReadonlyMap<string, UpstreamHandle>
-  trustProxy: boolean
+  /** Which peers' X-Forwarded-* are believed, and so the client IP (http/client-address.ts). */
+  trustProxy: ProxyTrust
   draining(): boolean
   /** Requests in flight in this process, read by the in-flight gauge when scraped. */
   inFlight: { count: number }
@@ -60,14 +62,6 @@ function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): s
     }
   }
   return out || '/'
-}
-
-function clientIp(req: IncomingMessage, trustProxy: boolean): string {
-  if (trustProxy) {
-    const forwarded = req.headers['x-forwarded-for']
-    if (typeof forwarded === 'string' && forwarded) return forwarded.split(',')[0].trim()
-  }
-  return req.socket.remoteAddress ?? ''
 }
 
 const EXCHANGE = Symbol('exchange')
@@ -167,7 +161,7 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
     q === -1 ? url : url.slice(0, q),
     q === -1 ? '' : url.slice(q + 1),
     req.headers,
-    clientIp(req, deps.trustProxy),
+    deps.trustProxy.clientIp(req),
     typeof incomingId === 'string' && REQUEST_ID.test(incomingId) ? incomingId : undefined,
   )
   table.inFlight++
@@ -201,6 +195,7 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
   if (!upstream) throw errors.internal(`route ${route.name} names upstream ${ctx.upstream}, which does not exist`)
   await forward(ctx, req, res, upstream, {
     trustProxy: deps.trustProxy,
+    credentials: route.credentials,
     maxBodyBytes: route.maxBodyBytes,
     bodyTimeoutMs: route.bodyTimeoutMs,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
@@ -220,15 +215,28 @@ async function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promis
 function writeUpstreamHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
   const headers = response.headers
+  dropUpstreamSetCookie(ctx, res, headers)
   const extra = ctx.responseHeaders
   for (const name in extra) headers[name] = extra[name]
   res.writeHead(response.status, headers)
+}
+
+/**
+ * An upstream's Set-Cookie reaches the client only on a route that opts in (`passSetCookie`,
+ * http/gateway-cookies.ts). Removed here, as the head is written, rather than by the forwarder:
+ * response plugins still see it (a cache must not store an answer that set a cookie), and a
+ * cookie a plugin adds for the client is not the upstream's.
+ */
+function dropUpstreamSetCookie(ctx: Context, res: ServerResponse, headers: Record<string, unknown>): void {
+  if (headers !== ctx.upstreamAnswerHeaders || headers['set-cookie'] === undefined) return
+  if (!(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route?.credentials.setCookie) delete headers['set-cookie']
 }
 
 /** Writes status and headers: the answer's own, then the ones plugins added for the client. */
 function writeHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
   let headers = response.headers
+  dropUpstreamSetCookie(ctx, res, headers)
   const extra = ctx.responseHeaders
   // A plugin may answer with a shared header object (a cache entry): write only into our own.
   if (headers === ctx.ownHeaders) for (const name in extra) headers[name] = extra[name]

@@ -23,12 +23,13 @@
  * other answers 404 project_not_found, as a project that does not exist), and there only the name,
  * keys, the secret and the Sponsored Wallet / ZK Prove Batch toggles. A session user toggling those
  * two must repeat their account password in the same body (`password`); Relay to Confidential Space
- * and TEE are operators' only. The audit actor is the session's user (email), or for the bearer
- * token the `x-admin-actor` header (default `admin`).
+ * and TEE are operators' only. The audit actor is the authenticated principal: the session's user
+ * (email), or `admin-token` for the bearer token; an `x-admin-actor` header is kept as the entry's
+ * `actorNote`, never as its actor (core/accounts/authenticate.ts says why).
  */
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
+import { auditActor, type Accounts, type AdminPrincipal } from './accounts/authenticate.ts'
 import { requireOperator } from './admin.ts'
 import { GatewayError } from './errors.ts'
 import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
@@ -36,7 +37,7 @@ import { hashCredential, type Project, type ProjectDirectory } from './projects.
 import { Router } from './router.ts'
 import type { ProjectSettingsSync } from './project-settings.ts'
 import { FIELDS, HASH, KEY_LABEL, PROJECT_ID, invalid, limitOf, object, parseExpiry, parseFields, parseGrace } from './settings-admin-input.ts'
-import { SettingsConflict, type FeatureFlags, type ProjectFields, type ProjectOverride, type SettingsStore } from './store/settings/types.ts'
+import { SettingsConflict, type ChangeActor, type FeatureFlags, type ProjectFields, type ProjectOverride, type SettingsStore } from './store/settings/types.ts'
 
 export interface SettingsAdminDeps {
   settings: SettingsStore
@@ -50,7 +51,7 @@ type Handler = (req: {
   params: Record<string, string>
   query: URLSearchParams
   body: unknown
-  actor: string
+  actor: ChangeActor
   principal: AdminPrincipal
 }) => Promise<{ status?: number; body: unknown }>
 
@@ -302,7 +303,7 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
     const raw = req.method === 'POST' || req.method === 'PATCH' ? await readBody(req, 1 << 16) : undefined
     const body = raw?.length ? parseJson(raw) : undefined
     if (req.method === 'PATCH' && body === undefined) throw invalid('a JSON body is required')
-    return match.value({ params: match.params, query: url.searchParams, body, actor: principal.actor, principal })
+    return match.value({ params: match.params, query: url.searchParams, body, actor: auditActor(principal), principal })
   }
 }
 

@@ -13,6 +13,7 @@ import type { Store } from './store/types.ts'
 import type { ProjectOverride } from './store/settings/types.ts'
 import { mergeProjects } from './project-settings.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
+import { credentialPolicy, type UpstreamCredentialPolicy } from './http/gateway-cookies.ts'
 import { type CoreMetrics, RouteMetrics } from './metrics.ts'
 import { collectErrorFormats, jsonErrorFormat } from './error-format.ts'
 
@@ -33,6 +34,8 @@ export interface CompiledRoute {
   /** Accepted request media types when the body is read (415 otherwise); empty = any. */
   contentTypes: string[]
   wantsResponseBody: boolean
+  /** What of the client's credentials goes upstream, and whether the upstream's Set-Cookie comes back. */
+  credentials: UpstreamCredentialPolicy
   maxBodyBytes: number
   /** Deadline for receiving the request body, from the request head (408 past it); 0 = none. */
   bodyTimeoutMs: number
@@ -167,6 +170,7 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       done: [],
       contentTypes: [],
       wantsResponseBody: false,
+      credentials: credentialPolicy(route),
       maxBodyBytes: route.maxBodyBytes ?? config.server.limits.maxBodyBytes,
       bodyTimeoutMs: bodyDeadline(route, config),
       secretParams: [],

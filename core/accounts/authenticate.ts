@@ -29,13 +29,24 @@ export interface AdminUser {
   projects: string[]
 }
 
+/**
+ * The audit actor of the admin bearer token. The token is one shared secret, so the principal is
+ * the token itself, whoever holds it: a name the caller sends (`x-admin-actor`) is recorded as a
+ * note beside it and can never pass for a user (a user's actor is an email, which this is not).
+ */
+export const TOKEN_ACTOR = 'admin-token'
+/** The header a caller may use to add a note (who, on whose behalf) to the audit entries it makes. */
+export const ACTOR_NOTE_HEADER = 'x-admin-actor'
+
 export type AdminPrincipal =
-  | { kind: 'token'; role: 'operator'; actor: string }
+  | { kind: 'token'; role: 'operator'; actor: typeof TOKEN_ACTOR; note?: string }
   | {
       kind: 'session'
       role: Role
       /** The user's email: the audit trail's actor. */
       actor: string
+      /** The caller's `x-admin-actor`, recorded beside the actor, never in its place. */
+      note?: string
       user: AdminUser
       session: { id: string; csrfToken: string; createdAt: number; expiresAt: number; idleExpiresAt: number }
     }
@@ -49,7 +60,7 @@ export interface AccountsDeps {
 }
 
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/
-const ACTOR = /^[\x21-\x7e][\x20-\x7e]{0,127}$/
+const NOTE = /^[\x21-\x7e][\x20-\x7e]{0,127}$/
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,190}$/
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
@@ -83,6 +94,19 @@ export function cookieValue(req: IncomingMessage, name: string): string | undefi
     if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim()
   }
   return undefined
+}
+
+/** The caller's `x-admin-actor` note, if it sent one; 400 when it is not short printable text. */
+function actorNote(req: IncomingMessage): string | undefined {
+  const value = req.headers[ACTOR_NOTE_HEADER]
+  if (value === undefined) return undefined
+  if (typeof value !== 'string' || !NOTE.test(value)) throw new GatewayError(400, 'invalid_header', `${ACTOR_NOTE_HEADER} must be 1 to 128 printable ASCII characters`)
+  return value
+}
+
+/** Who an admin request's changes are recorded as: the principal, and the caller's note beside it. */
+export function auditActor(principal: AdminPrincipal): { actor: string; note?: string } {
+  return principal.note === undefined ? { actor: principal.actor } : { actor: principal.actor, note: principal.note }
 }
 
 const unauthorised = (code: string, message: string) => new GatewayError(401, code, message, { headers: { 'www-authenticate': 'Bearer' } })
@@ -140,10 +164,8 @@ export class Accounts {
       const token = header.startsWith('Bearer ') ? header.slice(7) : ''
       const tokenHash = this.#deps.tokenHash()
       if (!tokenHash || token === '' || !credentialMatches(token, tokenHash)) throw unauthorised('admin_unauthorized', 'a valid admin bearer token is required')
-      const actorHeader = req.headers['x-admin-actor']
-      const actor = typeof actorHeader === 'string' ? actorHeader : 'admin'
-      if (!ACTOR.test(actor)) throw new GatewayError(400, 'invalid_header', 'x-admin-actor must be 1 to 128 printable ASCII characters')
-      return { kind: 'token', role: 'operator', actor }
+      const note = actorNote(req)
+      return note === undefined ? { kind: 'token', role: 'operator', actor: TOKEN_ACTOR } : { kind: 'token', role: 'operator', actor: TOKEN_ACTOR, note }
     }
     const token = cookieValue(req, SESSION_COOKIE)
     if (token === undefined) return undefined
@@ -163,7 +185,10 @@ export class Accounts {
       await this.store.touchSession(session.id, now)
       session.lastSeenAt = now
     }
-    return this.#sessionPrincipal(user, session, token)
+    const principal = this.#sessionPrincipal(user, session, token)
+    const note = actorNote(req)
+    if (note !== undefined) principal.note = note
+    return principal
   }
 
   /** The caller; 401 when the request has no credential at all. */

@@ -12,7 +12,7 @@
  * self_lockout): the mistake that would leave them outside the API.
  *
  * Every change is appended to the settings audit trail (`user.create|update|delete`, project id
- * '', actor = the session's email or the token's x-admin-actor). The detail names the account,
+ * '', actor = the session's email or `admin-token`, with an x-admin-actor header as its note). The detail names the account,
  * role, projects and whether the password changed: never the password or its hash.
  */
 import { randomUUID } from 'node:crypto'
@@ -24,7 +24,7 @@ import type { ProjectDirectory } from '../projects.ts'
 import { Router } from '../router.ts'
 import { AccountConflict, type Role, type UserRecord } from '../store/accounts/types.ts'
 import type { SettingsStore } from '../store/settings/types.ts'
-import type { Accounts, AdminPrincipal } from './authenticate.ts'
+import { auditActor, type Accounts, type AdminPrincipal } from './authenticate.ts'
 import { hashPassword } from './password.ts'
 import { isRole, NEW_ACCOUNT_EMAIL_RULE, newAccountEmail, unknownProjects, weakPassword } from './user-rules.ts'
 
@@ -88,7 +88,7 @@ export function userRoutes(deps: UserRoutesDeps) {
     return user
   }
   const audit = (action: 'user.create' | 'user.update' | 'user.delete', detail: Record<string, unknown>, principal: AdminPrincipal) =>
-    deps.settings.recordAction('', action, detail, principal.actor)
+    deps.settings.recordAction('', action, detail, auditActor(principal))
   const ownAccount = (principal: AdminPrincipal, id: string) => principal.kind === 'session' && principal.user.id === id
 
   const routes: { method: string; path: string; handler: Handler }[] = [

@@ -46,11 +46,12 @@ export const projectSchemas: Record<string, Schema> = {
   Change: obj({
     seq: { type: 'integer' },
     at: { type: 'integer' },
-    actor: { type: 'string' },
+    actor: { type: 'string', description: "The authenticated principal: a signed-in user's email, or admin-token for the bearer token" },
+    actorNote: { type: 'string', description: 'The x-admin-actor header of the request, if it sent one: what the caller said of itself, not authenticated' },
     action: { enum: ['project.create', 'project.update', 'project.reset', 'key.add', 'key.update', 'key.rotate', 'credits.top_up', 'user.create', 'user.update', 'user.delete'] },
     projectId: { type: 'string', description: "'' for a change of an admin account (user.*)" },
     detail: { type: 'object' },
-  }),
+  }, ['seq', 'at', 'actor', 'action', 'projectId', 'detail']),
 }
 
 /** Paths of this area, in document order. */

@@ -11,6 +11,7 @@
  */
 import { createHash } from 'node:crypto'
 import { dirname, resolve } from 'node:path'
+import { BlockList } from 'node:net'
 import type { Ajv } from 'ajv'
 import { ConfigSource, type ConfigIssue, type ConfigPath } from './source.ts'
 import { projectSchema } from './projects-schema.ts'
@@ -19,6 +20,7 @@ import { compileOnce, createConfigAjv, explain } from './ajv-messages.ts'
 import { expandRoutes, unusedInName } from './each.ts'
 import { builtinPlugins, loadCustomPlugin } from '../plugin-registry.ts'
 import { collectErrorFormats } from '../error-format.ts'
+import { addTrustedProxy } from '../http/client-address.ts'
 import type { JsonSchema, PluginDefinition } from '../plugin.ts'
 import type { GatewayConfig, PluginEntry, ProjectConfig, RouteConfig } from './types.ts'
 
@@ -86,6 +88,14 @@ function pluginEntries(
 }
 
 function crossCheck(source: ConfigSource, config: GatewayConfig, rawRoutes: any[], formats: Set<string>): void {
+  const proxies = config.server.trustProxy
+  if (Array.isArray(proxies)) {
+    const list = new BlockList()
+    proxies.forEach((entry, i) => {
+      const problem = addTrustedProxy(list, entry)
+      if (problem) source.issue(['server', 'trustProxy', i], problem)
+    })
+  }
   rawRoutes.forEach((route, i) => {
     const unused = unusedInName(route)
     if (unused.length) source.issue(['routes', i, 'name'], `must use every \`each\` variable (${unused.map((v) => `{${v}}`).join(', ')}), so the expanded routes get distinct names`)

@@ -99,6 +99,23 @@ const route: JsonSchema = {
       default: 8388608,
       description: 'Cap on an upstream body buffered for response-body plugins; past it the answer is 502.',
     },
+    forwardAuthorization: {
+      type: 'boolean',
+      default: false,
+      description:
+        "Send the client's Authorization header to the upstream. Off by default: it is usually a credential for the gateway, not for the upstream. An Authorization a plugin sets for the upstream is sent either way.",
+    },
+    forwardGatewayCookies: {
+      type: 'boolean',
+      default: false,
+      description:
+        "Send the gateway's own cookies (every cookie named tollgate_*: admin and workstation sessions) to the upstream. Off by default: they would let the upstream act as the user. The client's other cookies are always sent.",
+    },
+    passSetCookie: {
+      type: 'boolean',
+      default: false,
+      description: "Let the upstream's Set-Cookie reach the client. Off by default: an upstream must not set cookies on the gateway's origin (its session cookies live there).",
+    },
     plugins: { type: 'array', items: pluginEntry, default: [], description: 'Plugins of this route, on top of the global ones.' },
     each: {
       type: 'object',
@@ -133,7 +150,18 @@ export const coreSchema: JsonSchema = {
       description: 'The public listener.',
       properties: {
         listen: listen(8080, 'public'),
-        trustProxy: { type: 'boolean', default: false, description: 'Trust an incoming x-forwarded-for for the client IP.' },
+        trustProxy: {
+          default: false,
+          description:
+            'Which peers are proxies whose X-Forwarded-For/-Proto/-Host are believed. The client IP is the right-most X-Forwarded-For address that is not a trusted proxy (as nginx real_ip and Express trust proxy). ' +
+            'false: none (the socket peer is the client); a list of addresses, CIDRs and the names loopback, private, linklocal; a hop count n (the n nearest hops are proxies, whatever their address); ' +
+            'true: [loopback, private, linklocal].',
+          oneOf: [
+            { type: 'boolean' },
+            { type: 'integer', minimum: 1, maximum: 64 },
+            { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
+          ],
+        },
         drainTimeoutMs: { type: 'integer', minimum: 0, default: 10000, description: 'On SIGTERM, how long in-flight requests may finish.' },
         limits: {
           type: 'object',

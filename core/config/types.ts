@@ -1,5 +1,6 @@
 /** gateway.yaml after validation and defaults: what the builder consumes. */
 import type { UpstreamConfig } from '../http/upstreams.ts'
+import type { TrustProxySetting } from '../http/client-address.ts'
 import type { PluginDefinition } from '../plugin.ts'
 import type { ConfigPath } from './source.ts'
 
@@ -24,6 +25,12 @@ export interface RouteConfig {
   maxBodyBytes?: number
   bodyTimeoutMs?: number
   maxResponseBodyBytes: number
+  /** Send the client's Authorization header upstream (default no). */
+  forwardAuthorization?: boolean
+  /** Send the gateway's own tollgate_* cookies upstream (default no). */
+  forwardGatewayCookies?: boolean
+  /** Let the upstream's Set-Cookie reach the client (default no). */
+  passSetCookie?: boolean
   plugins: PluginEntry[]
   configPath: ConfigPath
 }
@@ -82,7 +89,8 @@ export interface GatewayConfig {
   version: 1
   server: {
     listen: { host: string; port: number }
-    trustProxy: boolean
+    /** Trusted proxies (http/client-address.ts): false, true, a hop count or addresses/CIDRs/preset names. */
+    trustProxy: TrustProxySetting
     drainTimeoutMs: number
     limits: {
       maxBodyBytes: number

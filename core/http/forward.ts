@@ -4,7 +4,9 @@
  *
  * Bodies stream both ways unless a plugin asked for the response body, in which case it is
  * buffered up to a cap. Credentials never go upstream: secret headers are dropped, and the path
- * sent is the route's rewrite, which never contains a credential param.
+ * sent is the route's rewrite, which never contains a credential param. The client's
+ * `Authorization` and the gateway's own cookies stay here, and an upstream's `Set-Cookie` never
+ * reaches the client, unless the route opts in (gateway-cookies.ts says why).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
@@ -13,6 +15,8 @@ import type { Context } from '../context.ts'
 import { corkUntilTurnEnd } from './turn-flush.ts'
 import { bodyTimedOut, remainingMs } from './body.ts'
 import type { UpstreamHandle } from './upstreams.ts'
+import { withoutGatewayCookies, type UpstreamCredentialPolicy } from './gateway-cookies.ts'
+import type { ProxyTrust } from './client-address.ts'
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus ones a proxy must set itself. */
 const REQUEST_DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'content-length'])
@@ -23,7 +27,10 @@ const BODY_TOO_LARGE = Symbol('body-too-large')
 const HOLD_BEFORE_PAUSE = 64 * 1024
 
 export interface ForwardOptions {
-  trustProxy: boolean
+  /** Whether the peer's X-Forwarded-* are believed (and passed on). */
+  trustProxy: ProxyTrust
+  /** The route's opt-ins for the client's credentials (computed once at table build). */
+  credentials: UpstreamCredentialPolicy
   maxBodyBytes: number
   /** Deadline for the client's body, counted from the request head (408 past it); 0 = none. */
   bodyTimeoutMs: number
@@ -45,14 +52,23 @@ function connectionTokens(value: string | string[] | undefined): readonly string
   return (Array.isArray(value) ? value.join(',') : value).split(',').map((t) => t.trim().toLowerCase()).filter(Boolean)
 }
 
-export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, trustProxy: boolean): Record<string, string | string[]> {
+export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, proxies: ProxyTrust, credentials: UpstreamCredentialPolicy): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {}
   const named = connectionTokens(req.headers.connection)
   for (const name in req.headers) {
     if (REQUEST_DROP.has(name) || ctx.isSecretHeader(name) || named.includes(name)) continue
     const value = req.headers[name]
-    if (value !== undefined) headers[name] = value
+    if (value === undefined) continue
+    if (name === 'authorization' && !credentials.authorization) continue
+    if (name === 'cookie' && !credentials.gatewayCookies) {
+      const kept = withoutGatewayCookies(value as string)
+      if (kept !== undefined) headers.cookie = kept
+      continue
+    }
+    headers[name] = value
   }
+  // What a peer that is not a trusted proxy says of earlier hops is not passed on as if one had written it.
+  const trustProxy = proxies.trustsPeer(req.socket.remoteAddress)
   const priorFor = trustProxy ? req.headers['x-forwarded-for'] : undefined
   headers['x-forwarded-for'] = priorFor ? `${priorFor}, ${req.socket.remoteAddress ?? ''}` : (req.socket.remoteAddress ?? '')
   headers['x-forwarded-proto'] = (trustProxy && (req.headers['x-forwarded-proto'] as string)) || 'http'
@@ -189,6 +205,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     const own = cleanResponseHeaders(headers)
     ctx.response = { status: statusCode, headers: own }
     ctx.ownHeaders = own
+    ctx.upstreamAnswerHeaders = own
     if (this.options.bufferResponseUpTo > 0) return
     const committing = this.options.commitHead(ctx, this.res)
     if (!committing) {
@@ -290,7 +307,7 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     origin: upstream.origin,
     path,
     method: (ctx.upstreamMethod ?? ctx.method) as Dispatcher.HttpMethod,
-    headers: upstreamRequestHeaders(ctx, req, options.trustProxy),
+    headers: upstreamRequestHeaders(ctx, req, options.trustProxy, options.credentials),
     // undici accepts async iterables as bodies; its typings only list streams and buffers.
     body: (body ?? null) as Dispatcher.DispatchOptions['body'],
   }

@@ -20,8 +20,8 @@ import { request as httpRequest, type IncomingMessage, type ServerResponse } fro
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
-import { IdentitySessions, sameIdentity, SESSION_COOKIE, type OwnerIdentities } from './access.ts'
-import { SESSION_COOKIE as ADMIN_SESSION_COOKIE } from '../accounts/authenticate.ts'
+import { IdentitySessions, sameIdentity, type OwnerIdentities } from './access.ts'
+import { withoutGatewayCookies, withoutGatewaySetCookies } from '../http/gateway-cookies.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
@@ -57,8 +57,8 @@ function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]
     if (value === undefined || HOP.has(name)) continue
     if (name === 'cookie') {
       // Cookies ignore ports: on one host the admin listener's session cookie comes along too.
-      const rest = String(value).split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${SESSION_COOKIE}=`) && !p.startsWith(`${ADMIN_SESSION_COOKIE}=`))
-      if (rest.length) out.cookie = rest.join('; ')
+      const rest = withoutGatewayCookies(String(value))
+      if (rest !== undefined) out.cookie = rest
       continue
     }
     out[name] = value
@@ -176,6 +176,8 @@ export class WorkstationPublicRoutes {
     const upstream = httpRequest({ host: hostname, port: Number(port), method: req.method, path, headers: upstreamHeaders(req) }, (answer) => {
       const headers: Record<string, string | string[]> = {}
       for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP.has(name)) headers[name] = value
+      // The tenant runs what answers: it may set its own app's cookies, never the gateway's sessions.
+      if (headers['set-cookie'] !== undefined) headers['set-cookie'] = withoutGatewaySetCookies(headers['set-cookie'])
       res.writeHead(answer.statusCode ?? 502, headers)
       answer.pipe(res)
     })

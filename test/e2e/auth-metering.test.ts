@@ -203,7 +203,7 @@ function mentionsCredential(text: string): string | undefined {
 t.test('auth, secrets, metering, refunds, rate limits, usage and metrics', async (t) => {
   const up = await startTestUpstream()
   const downPort = await closedPort()
-  const gw = await startGatewayProcess(config(up, downPort, { acmeKeys: ACME_KEYS, acmeScopes: ACME_SCOPES }))
+  const gw = await startGatewayProcess(config(up, downPort, { acmeKeys: ACME_KEYS, acmeScopes: ACME_SCOPES }), { startTimeoutMs: 120_000 })
   t.teardown(async () => {
     await gw.stop()
     await up.close()

@@ -105,7 +105,7 @@ t.test('credits: balance, top-up, ledger, refill schedule', async (t) => {
     t.equal(first.status, 201)
     t.same(first.json, {
       created: true,
-      grant: { id: 'topup:acme:invoice-17', amount: 3, reason: 'top_up', actor: 'alice@ops' },
+      grant: { id: 'topup:acme:invoice-17', amount: 3, reason: 'top_up', actor: 'admin-token' },
       period: periodBounds('month', Date.now()).key,
       balance: { allocation: 2, granted: 3, used: 2, remaining: 3 },
     })
@@ -116,10 +116,10 @@ t.test('credits: balance, top-up, ledger, refill schedule', async (t) => {
     t.same([await prove(gw), await prove(gw), await prove(gw), await prove(gw)], [200, 200, 200, 402], 'exactly the 3 granted credits')
     const audit = (await admin(gw, 'GET', '/admin/projects/acme/audit')).json.changes.filter((c: any) => c.action === 'credits.top_up')
     t.equal(audit.length, 1, 'the top-up is audited once')
-    t.match(audit[0], { actor: 'alice@ops', projectId: 'acme', detail: { grant: 'topup:acme:invoice-17', amount: 3, reason: 'top_up' } })
+    t.match(audit[0], { actor: 'admin-token', actorNote: 'alice@ops', projectId: 'acme', detail: { grant: 'topup:acme:invoice-17', amount: 3, reason: 'top_up' } })
     const unkeyed = await admin(gw, 'POST', '/admin/projects/acme/credits/top-up', { amount: 1, reason: 'goodwill' })
     t.equal(unkeyed.status, 201)
-    t.match(unkeyed.json.grant, { amount: 1, reason: 'goodwill', actor: 'admin' })
+    t.match(unkeyed.json.grant, { amount: 1, reason: 'goodwill', actor: 'admin-token' })
     t.match(unkeyed.json.grant.id, /^topup:acme:[0-9a-f-]{36}$/, 'without a key: a random one')
   })
 
@@ -129,7 +129,7 @@ t.test('credits: balance, top-up, ledger, refill schedule', async (t) => {
     const { balance, entries } = answer.json
     t.same(balance, { allocation: 2, granted: 4, used: 5, remaining: 1 })
     t.same(entries.map((e: any) => e.kind), ['allocation', 'grant', 'grant', 'charge'])
-    t.match(entries[1], { kind: 'grant', id: 'topup:acme:invoice-17', reason: 'top_up', actor: 'alice@ops', amount: 3 })
+    t.match(entries[1], { kind: 'grant', id: 'topup:acme:invoice-17', reason: 'top_up', actor: 'admin-token', amount: 3 })
     t.match(entries[3], { kind: 'charge', apiType: 'PRIVNET_ZKPAAS', amount: -5 })
     t.match(entries[3].hour, /^\d{4}-\d{2}-\d{2}T\d{2}:00:00\.000Z$/, 'charges are per UTC hour')
     t.equal(entries.reduce((sum: number, e: any) => sum + e.amount, 0), balance.remaining, 'the entries add up to what remains')
@@ -245,6 +245,6 @@ t.test('shared engine: two instances, one balance; concurrent top-ups of one key
   const ledger = await admin(b, 'GET', '/admin/projects/acme/credits/ledger')
   t.same(ledger.json.balance, { allocation: 2, granted: 4, used: 6, remaining: 0 })
   t.same(ledger.json.entries.map((e: any) => e.kind), ['allocation', 'grant', 'charge'])
-  t.match(ledger.json.entries[1], { id: 'topup:acme:po-99', actor: 'carol', amount: 4 })
+  t.match(ledger.json.entries[1], { id: 'topup:acme:po-99', actor: 'admin-token', amount: 4 })
   t.match(ledger.json.entries[2], { apiType: 'PRIVNET_ZKPAAS', amount: -6 })
 })

@@ -1,6 +1,7 @@
 /**
  * A test upstream on 127.0.0.1:0 that records what it received and can misbehave on demand:
- * `/slow-headers?ms=`, `/reset-mid-body`, `/status/:code`, `/stream?chunks=&delay=`, anything else echoes.
+ * `/slow-headers?ms=`, `/reset-mid-body`, `/status/:code`, `/stream?chunks=&delay=`, `/set-cookie` (sets
+ * `tollgate_session` and `upstream_pref`), anything else echoes.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
@@ -41,6 +42,11 @@ export async function startTestUpstream(): Promise<TestUpstream> {
         return
       }
       if (url.pathname.endsWith('/reset-before-answer')) return void req.socket.destroy()
+      if (url.pathname.endsWith('/set-cookie')) {
+        // An upstream that tries to set the gateway's session cookie beside one of its own.
+        res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': ['tollgate_session=forged-by-upstream; Path=/; HttpOnly', 'upstream_pref=dark; Path=/'] })
+        return void res.end('{"cookies":"set"}')
+      }
       if (url.pathname.endsWith('/reset-mid-body')) {
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '1000' })
         res.write('partial')

@@ -3,7 +3,7 @@
  * override, and how stored rows become {@link ProjectOverride}s. Both engines read the row, merge
  * here and write it back inside one transaction, so they cannot drift apart.
  */
-import type { KeyOverride, ProjectFields, ProjectOverride, SettingsAction, SettingsChange } from './types.ts'
+import type { ChangeActor, KeyOverride, ProjectFields, ProjectOverride, SettingsAction, SettingsChange } from './types.ts'
 
 /** Merges `patch` into `stored`: features and credits field by field, the rest replaced. */
 export function mergeFields(stored: ProjectFields, patch: ProjectFields): ProjectFields {
@@ -74,8 +74,24 @@ export function toOverrides(projects: StoredProjectRow[], keys: StoredKeyRow[]):
   return [...byId.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 }
 
-export function change(seq: number, at: number, actor: string, action: SettingsAction, projectId: string, detail: Record<string, unknown>): SettingsChange {
-  return { seq, at, actor, action, projectId, detail }
+export function change(seq: number, at: number, by: ChangeActor, action: SettingsAction, projectId: string, detail: Record<string, unknown>): SettingsChange {
+  const { actor, note } = actorParts(by)
+  return note === undefined ? { seq, at, actor, action, projectId, detail } : { seq, at, actor, actorNote: note, action, projectId, detail }
+}
+
+/** The principal and the note of a change's actor. */
+export function actorParts(by: ChangeActor): { actor: string; note?: string } {
+  return typeof by === 'string' ? { actor: by } : by
+}
+
+/** An audit row's actor and its note (a column that is null without one). */
+export function storedActor(actor: string, note: string | null): ChangeActor {
+  return note === null ? actor : { actor, note }
+}
+
+/** The principal alone: what a settings row's `updated_by` records. */
+export function actorName(by: ChangeActor): string {
+  return typeof by === 'string' ? by : by.actor
 }
 
 /** State of a rotated key's row: the new hash, enabled, no expiry. */

@@ -32,9 +32,10 @@
  */
 import type pg from 'pg'
 import { SettingsNotifications } from './postgres-listen.ts'
-import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState } from './fields.ts'
+import { actorName, actorParts, change, storedActor, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState } from './fields.ts'
 import {
   SettingsConflict,
+  type ChangeActor,
   type ProjectFields,
   type RecordedAction,
   type SettingsAction,
@@ -85,6 +86,13 @@ CREATE TABLE settings_audit (
 CREATE INDEX settings_audit_by_project ON settings_audit (project_id, seq);
 `,
   },
+  {
+    version: 2,
+    name: 'settings: audit actor note',
+    // The actor column holds the authenticated principal only; what a caller says of itself
+    // (x-admin-actor) is kept beside it, never in its place.
+    sql: 'ALTER TABLE settings_audit ADD COLUMN actor_note TEXT',
+  },
 ]
 
 export const DEFAULT_SETTINGS_CHANNEL = 'tollgate_settings'
@@ -131,6 +139,7 @@ interface AuditRow {
   seq: string
   at: string
   actor: string
+  actor_note: string | null
   action: SettingsAction
   project_id: string
   detail: Record<string, unknown>
@@ -185,29 +194,29 @@ export class PostgresSettings implements SettingsStore {
     return Number(result.rows[0].v)
   }
 
-  createProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange> {
+  createProject(id: string, fields: ProjectFields, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'project.create', id, fieldsDetail(fields), async (client, now) => {
       const inserted = await client.query(
         'INSERT INTO settings_projects (id, created, fields, updated_at, updated_by) VALUES ($1, true, $2, $3, $4) ON CONFLICT (id) DO NOTHING',
-        [id, JSON.stringify(mergeFields({}, fields)), now, actor],
+        [id, JSON.stringify(mergeFields({}, fields)), now, actorName(actor)],
       )
       if (inserted.rowCount === 0) throw new SettingsConflict('project_exists', `project ${id} already exists`)
     })
   }
 
-  updateProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange> {
+  updateProject(id: string, fields: ProjectFields, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'project.update', id, fieldsDetail(fields), async (client, now) => {
       const row = await client.query<{ fields: ProjectFields }>('SELECT fields FROM settings_projects WHERE id = $1', [id])
       const merged = mergeFields(row.rows[0]?.fields ?? {}, fields)
       await client.query(
         `INSERT INTO settings_projects (id, created, fields, updated_at, updated_by) VALUES ($1, false, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE SET fields = excluded.fields, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-        [id, JSON.stringify(merged), now, actor],
+        [id, JSON.stringify(merged), now, actorName(actor)],
       )
     })
   }
 
-  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: string): Promise<SettingsChange> {
+  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: ChangeActor): Promise<SettingsChange> {
     const detail = { label: key.label, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}) }
     return this.#change(actor, 'key.add', projectId, detail, async (client, now) => {
       const labelled = await client.query('SELECT 1 FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, key.label])
@@ -221,7 +230,7 @@ export class PostgresSettings implements SettingsStore {
         key.hash,
         JSON.stringify(state),
         now,
-        actor,
+        actorName(actor),
       ])
     })
   }
@@ -231,7 +240,7 @@ export class PostgresSettings implements SettingsStore {
     label: string,
     next: { hash: string; prefix?: string },
     previous: { label: string; hash: string; expiresAt: number; prefix?: string },
-    actor: string,
+    actor: ChangeActor,
   ): Promise<SettingsChange> {
     return this.#change(actor, 'key.rotate', projectId, rotationDetail(label, previous), async (client, now) => {
       const labelled = await client.query('SELECT 1 FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, previous.label])
@@ -241,12 +250,12 @@ export class PostgresSettings implements SettingsStore {
       // The rotated row first (its old hash leaves the UNIQUE column), then the previous key takes that hash.
       await client.query('DELETE FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, label])
       const insert = 'INSERT INTO settings_keys (project_id, label, hash, state, updated_at, updated_by) VALUES ($1, $2, $3, $4, $5, $6)'
-      await client.query(insert, [projectId, label, next.hash, JSON.stringify(nextState(next)), now, actor])
-      await client.query(insert, [projectId, previous.label, previous.hash, JSON.stringify(previousState(previous)), now, actor])
+      await client.query(insert, [projectId, label, next.hash, JSON.stringify(nextState(next)), now, actorName(actor)])
+      await client.query(insert, [projectId, previous.label, previous.hash, JSON.stringify(previousState(previous)), now, actorName(actor)])
     })
   }
 
-  updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: string): Promise<SettingsChange> {
+  updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'key.update', projectId, { label, ...state }, async (client, now) => {
       const row = await client.query<{ state: KeyState }>('SELECT state FROM settings_keys WHERE project_id = $1 AND label = $2', [projectId, label])
       const merged: KeyState = { ...row.rows[0]?.state }
@@ -255,19 +264,19 @@ export class PostgresSettings implements SettingsStore {
       await client.query(
         `INSERT INTO settings_keys (project_id, label, hash, state, updated_at, updated_by) VALUES ($1, $2, NULL, $3, $4, $5)
          ON CONFLICT (project_id, label) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-        [projectId, label, JSON.stringify(merged), now, actor],
+        [projectId, label, JSON.stringify(merged), now, actorName(actor)],
       )
     })
   }
 
-  resetProject(id: string, actor: string): Promise<SettingsChange> {
+  resetProject(id: string, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'project.reset', id, {}, async (client) => {
       await client.query('DELETE FROM settings_keys WHERE project_id = $1', [id])
       await client.query('DELETE FROM settings_projects WHERE id = $1', [id])
     })
   }
 
-  recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
+  recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, action, projectId, detail, async () => {})
   }
 
@@ -275,12 +284,12 @@ export class PostgresSettings implements SettingsStore {
     const limit = Math.max(1, Math.min(options.limit ?? 100, 10_000))
     const result =
       options.projectId === undefined
-        ? await this.#pool.query<AuditRow>('SELECT seq, at, actor, action, project_id, detail FROM settings_audit ORDER BY seq DESC LIMIT $1', [limit])
-        : await this.#pool.query<AuditRow>('SELECT seq, at, actor, action, project_id, detail FROM settings_audit WHERE project_id = $1 ORDER BY seq DESC LIMIT $2', [
+        ? await this.#pool.query<AuditRow>('SELECT seq, at, actor, actor_note, action, project_id, detail FROM settings_audit ORDER BY seq DESC LIMIT $1', [limit])
+        : await this.#pool.query<AuditRow>('SELECT seq, at, actor, actor_note, action, project_id, detail FROM settings_audit WHERE project_id = $1 ORDER BY seq DESC LIMIT $2', [
             options.projectId,
             limit,
           ])
-    return result.rows.map((row) => change(Number(row.seq), Number(row.at), row.actor, row.action, row.project_id, row.detail))
+    return result.rows.map((row) => change(Number(row.seq), Number(row.at), storedActor(row.actor, row.actor_note), row.action, row.project_id, row.detail))
   }
 
   subscribe(listener: SettingsListener): () => void {
@@ -294,7 +303,7 @@ export class PostgresSettings implements SettingsStore {
 
   /** Runs `apply` with the audit row and the NOTIFY in one serialised transaction. */
   async #change(
-    actor: string,
+    actor: ChangeActor,
     action: SettingsAction,
     projectId: string,
     detail: Record<string, unknown>,
@@ -306,9 +315,10 @@ export class PostgresSettings implements SettingsStore {
       await client.query('BEGIN')
       await client.query('SELECT pg_advisory_xact_lock($1)', [WRITE_LOCK])
       await apply(client, at)
+      const by = actorParts(actor)
       const inserted = await client.query<{ seq: string }>(
-        'INSERT INTO settings_audit (at, actor, action, project_id, detail) VALUES ($1, $2, $3, $4, $5) RETURNING seq',
-        [at, actor, action, projectId, JSON.stringify(detail)],
+        'INSERT INTO settings_audit (at, actor, actor_note, action, project_id, detail) VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq',
+        [at, by.actor, by.note ?? null, action, projectId, JSON.stringify(detail)],
       )
       const made = change(Number(inserted.rows[0].seq), at, actor, action, projectId, detail)
       let payload = JSON.stringify(made)

@@ -7,9 +7,10 @@
  * batch is open when a settings write runs.
  */
 import type Database from 'better-sqlite3'
-import { change, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState, type StoredKeyRow, type StoredProjectRow } from './fields.ts'
+import { actorName, actorParts, change, storedActor, fieldsDetail, mergeFields, nextState, previousState, rotationDetail, toOverrides, type KeyState, type StoredKeyRow, type StoredProjectRow } from './fields.ts'
 import {
   SettingsConflict,
+  type ChangeActor,
   type ProjectFields,
   type RecordedAction,
   type SettingsAction,
@@ -40,6 +41,7 @@ CREATE TABLE IF NOT EXISTS settings_audit (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
   at INTEGER NOT NULL,
   actor TEXT NOT NULL,
+  actor_note TEXT,
   action TEXT NOT NULL,
   project_id TEXT NOT NULL,
   detail TEXT NOT NULL
@@ -67,6 +69,7 @@ interface AuditRow {
   seq: number
   at: number
   actor: string
+  actor_note: string | null
   action: SettingsAction
   project_id: string
   detail: string
@@ -85,6 +88,9 @@ export class SqliteSettings implements SettingsStore {
     this.#db = db
     this.#clock = clock
     db.exec(SQLITE_SETTINGS_SCHEMA)
+    // Databases made before the actor note: the column is added once (the principal stays in `actor`).
+    const columns = db.prepare('PRAGMA table_info(settings_audit)').all() as { name: string }[]
+    if (!columns.some((column) => column.name === 'actor_note')) db.exec('ALTER TABLE settings_audit ADD COLUMN actor_note TEXT')
     this.#stmt = {
       project: db.prepare('SELECT id, created, fields, updated_at, updated_by FROM settings_projects WHERE id = ?'),
       projects: db.prepare('SELECT id, created, fields, updated_at, updated_by FROM settings_projects'),
@@ -101,10 +107,10 @@ export class SqliteSettings implements SettingsStore {
       deleteProject: db.prepare('DELETE FROM settings_projects WHERE id = ?'),
       deleteKeys: db.prepare('DELETE FROM settings_keys WHERE project_id = ?'),
       deleteKey: db.prepare('DELETE FROM settings_keys WHERE project_id = ? AND label = ?'),
-      audit: db.prepare('INSERT INTO settings_audit (at, actor, action, project_id, detail) VALUES (?, ?, ?, ?, ?)'),
+      audit: db.prepare('INSERT INTO settings_audit (at, actor, actor_note, action, project_id, detail) VALUES (?, ?, ?, ?, ?, ?)'),
       version: db.prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'settings_audit'), 0) AS v"),
-      auditAll: db.prepare('SELECT seq, at, actor, action, project_id, detail FROM settings_audit ORDER BY seq DESC LIMIT ?'),
-      auditOf: db.prepare('SELECT seq, at, actor, action, project_id, detail FROM settings_audit WHERE project_id = ? ORDER BY seq DESC LIMIT ?'),
+      auditAll: db.prepare('SELECT seq, at, actor, actor_note, action, project_id, detail FROM settings_audit ORDER BY seq DESC LIMIT ?'),
+      auditOf: db.prepare('SELECT seq, at, actor, actor_note, action, project_id, detail FROM settings_audit WHERE project_id = ? ORDER BY seq DESC LIMIT ?'),
     }
   }
 
@@ -122,28 +128,28 @@ export class SqliteSettings implements SettingsStore {
     return this.#version()
   }
 
-  async createProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange> {
+  async createProject(id: string, fields: ProjectFields, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'project.create', id, fieldsDetail(fields), (now) => {
       if (this.#stmt.project.get(id)) throw new SettingsConflict('project_exists', `project ${id} already exists`)
-      this.#stmt.upsertProject.run(id, 1, JSON.stringify(mergeFields({}, fields)), now, actor)
+      this.#stmt.upsertProject.run(id, 1, JSON.stringify(mergeFields({}, fields)), now, actorName(actor))
     })
   }
 
-  async updateProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange> {
+  async updateProject(id: string, fields: ProjectFields, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'project.update', id, fieldsDetail(fields), (now) => {
       const row = this.#stmt.project.get(id) as ProjectRow | undefined
       const stored = row ? (JSON.parse(row.fields) as ProjectFields) : {}
-      this.#stmt.upsertProject.run(id, row?.created ?? 0, JSON.stringify(mergeFields(stored, fields)), now, actor)
+      this.#stmt.upsertProject.run(id, row?.created ?? 0, JSON.stringify(mergeFields(stored, fields)), now, actorName(actor))
     })
   }
 
-  async addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: string): Promise<SettingsChange> {
+  async addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: ChangeActor): Promise<SettingsChange> {
     const detail = { label: key.label, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}) }
     return this.#change(actor, 'key.add', projectId, detail, (now) => {
       if (this.#stmt.key.get(projectId, key.label)) throw new SettingsConflict('key_exists', `project ${projectId} already has a key labelled ${key.label}`)
       if (this.#stmt.keyByHash.get(key.hash)) throw new SettingsConflict('key_exists', 'this key is already registered')
       const state: KeyState = { hash: key.hash, disabled: false, ...(key.expiresAt !== undefined ? { expiresAt: key.expiresAt } : {}), ...(key.prefix ? { prefix: key.prefix } : {}) }
-      this.#stmt.insertKey.run(projectId, key.label, key.hash, JSON.stringify(state), now, actor)
+      this.#stmt.insertKey.run(projectId, key.label, key.hash, JSON.stringify(state), now, actorName(actor))
     })
   }
 
@@ -152,7 +158,7 @@ export class SqliteSettings implements SettingsStore {
     label: string,
     next: { hash: string; prefix?: string },
     previous: { label: string; hash: string; expiresAt: number; prefix?: string },
-    actor: string,
+    actor: ChangeActor,
   ): Promise<SettingsChange> {
     const detail = rotationDetail(label, previous)
     return this.#change(actor, 'key.rotate', projectId, detail, (now) => {
@@ -160,36 +166,36 @@ export class SqliteSettings implements SettingsStore {
       if (this.#stmt.keyByHash.get(next.hash)) throw new SettingsConflict('key_exists', 'this key is already registered')
       // The rotated row first (its old hash leaves the UNIQUE column), then the previous key takes that hash.
       this.#stmt.deleteKey.run(projectId, label)
-      this.#stmt.insertKey.run(projectId, label, next.hash, JSON.stringify(nextState(next)), now, actor)
-      this.#stmt.insertKey.run(projectId, previous.label, previous.hash, JSON.stringify(previousState(previous)), now, actor)
+      this.#stmt.insertKey.run(projectId, label, next.hash, JSON.stringify(nextState(next)), now, actorName(actor))
+      this.#stmt.insertKey.run(projectId, previous.label, previous.hash, JSON.stringify(previousState(previous)), now, actorName(actor))
     })
   }
 
-  async updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: string): Promise<SettingsChange> {
+  async updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'key.update', projectId, { label, ...state }, (now) => {
       const row = this.#stmt.key.get(projectId, label) as KeyRow | undefined
       const merged: KeyState = { ...(row ? (JSON.parse(row.state) as KeyState) : {}) }
       if (state.disabled !== undefined) merged.disabled = state.disabled
       if (state.expiresAt !== undefined) merged.expiresAt = state.expiresAt
-      this.#stmt.upsertKey.run(projectId, label, JSON.stringify(merged), now, actor)
+      this.#stmt.upsertKey.run(projectId, label, JSON.stringify(merged), now, actorName(actor))
     })
   }
 
-  async resetProject(id: string, actor: string): Promise<SettingsChange> {
+  async resetProject(id: string, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, 'project.reset', id, {}, () => {
       this.#stmt.deleteKeys.run(id)
       this.#stmt.deleteProject.run(id)
     })
   }
 
-  async recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: string): Promise<SettingsChange> {
+  async recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: ChangeActor): Promise<SettingsChange> {
     return this.#change(actor, action, projectId, detail, () => {})
   }
 
   async audit(options: { projectId?: string; limit?: number } = {}): Promise<SettingsChange[]> {
     const limit = Math.max(1, Math.min(options.limit ?? 100, 10_000))
     const rows = (options.projectId === undefined ? this.#stmt.auditAll.all(limit) : this.#stmt.auditOf.all(options.projectId, limit)) as AuditRow[]
-    return rows.map((row) => change(row.seq, row.at, row.actor, row.action, row.project_id, JSON.parse(row.detail)))
+    return rows.map((row) => change(row.seq, row.at, storedActor(row.actor, row.actor_note), row.action, row.project_id, JSON.parse(row.detail)))
   }
 
   subscribe(listener: SettingsListener): () => void {
@@ -202,12 +208,13 @@ export class SqliteSettings implements SettingsStore {
   }
 
   /** Runs `apply` and the audit insert in one IMMEDIATE transaction, then tells the listeners. */
-  #change(actor: string, action: SettingsAction, projectId: string, detail: Record<string, unknown>, apply: (now: number) => void): SettingsChange {
+  #change(actor: ChangeActor, action: SettingsAction, projectId: string, detail: Record<string, unknown>, apply: (now: number) => void): SettingsChange {
     const at = this.#clock()
     const seq = this.#db
       .transaction(() => {
         apply(at)
-        return Number(this.#stmt.audit.run(at, actor, action, projectId, JSON.stringify(detail)).lastInsertRowid)
+        const by = actorParts(actor)
+        return Number(this.#stmt.audit.run(at, by.actor, by.note ?? null, action, projectId, JSON.stringify(detail)).lastInsertRowid)
       })
       .immediate()
     const made = change(seq, at, actor, action, projectId, detail)

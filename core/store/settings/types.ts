@@ -76,12 +76,23 @@ export type UserAction = 'user.create' | 'user.update' | 'user.delete'
 /** Actions {@link SettingsStore.recordAction} appends: audited, but they change no project setting. */
 export type RecordedAction = 'credits.top_up' | UserAction
 
+/**
+ * Who made a change. `actor` is the authenticated principal (a user's email, or `admin-token`);
+ * `note` is free text the caller added (the admin token's `x-admin-actor` header), recorded beside
+ * the actor and never in its place, since anyone holding the token can write any note.
+ * A bare string is an actor without a note.
+ */
+export type ChangeActor = string | { actor: string; note?: string }
+
 /** One change, as announced to subscribers and kept in the audit trail. */
 export interface SettingsChange {
   /** Settings version after the change. */
   seq: number
   at: number
+  /** The authenticated principal who made it. */
   actor: string
+  /** The caller's own words about who or why (`x-admin-actor`); not authenticated. */
+  actorNote?: string
   action: SettingsAction
   projectId: string
   /** What changed (field values; key hashes are never included). */
@@ -110,11 +121,11 @@ export interface SettingsStore {
   /** The current version only (cheap; the periodic backstop compares it). */
   version(): Promise<number>
   /** Creates a project that exists only in the store. Throws {@link SettingsConflict} if the store has it. */
-  createProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange>
+  createProject(id: string, fields: ProjectFields, actor: ChangeActor): Promise<SettingsChange>
   /** Overrides fields of a project (seeded or created); features and credits merge field by field. */
-  updateProject(id: string, fields: ProjectFields, actor: string): Promise<SettingsChange>
+  updateProject(id: string, fields: ProjectFields, actor: ChangeActor): Promise<SettingsChange>
   /** Adds a key by its hash. Throws {@link SettingsConflict} when the label or the hash is already stored. */
-  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: string): Promise<SettingsChange>
+  addKey(projectId: string, key: { label: string; hash: string; expiresAt?: number; prefix?: string }, actor: ChangeActor): Promise<SettingsChange>
   /**
    * Rotation, in one transaction: the key labelled `label` takes `next.hash` (enabled, no expiry),
    * and its former hash lives on as a key labelled `previous.label` until `previous.expiresAt`.
@@ -125,17 +136,17 @@ export interface SettingsStore {
     label: string,
     next: { hash: string; prefix?: string },
     previous: { label: string; hash: string; expiresAt: number; prefix?: string },
-    actor: string,
+    actor: ChangeActor,
   ): Promise<SettingsChange>
   /** Disables, re-enables or (un)expires a key, seeded or added. */
-  updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: string): Promise<SettingsChange>
+  updateKey(projectId: string, label: string, state: { disabled?: boolean; expiresAt?: number | null }, actor: ChangeActor): Promise<SettingsChange>
   /** Drops every override of the project (a created project disappears; a seeded one is the yaml's again). */
-  resetProject(id: string, actor: string): Promise<SettingsChange>
+  resetProject(id: string, actor: ChangeActor): Promise<SettingsChange>
   /**
    * Appends an audit row for an operator action that changes no setting (a credit top-up, a change
    * of an admin account), with its own sequence number and notification like any change.
    */
-  recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: string): Promise<SettingsChange>
+  recordAction(projectId: string, action: RecordedAction, detail: Record<string, unknown>, actor: ChangeActor): Promise<SettingsChange>
   /** The audit trail, newest first. */
   audit(options?: { projectId?: string; limit?: number }): Promise<SettingsChange[]>
   /** Calls `listener` after every change made through any instance sharing the store. Returns the unsubscribe. */
