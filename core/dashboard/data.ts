@@ -6,7 +6,7 @@
  */
 import type { Project } from '../projects.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
-import type { Store, UsageDetailRow, UsageRow } from '../store/types.ts'
+import type { CreditBalance, CreditLedgerEntry, Store, UsageDetailRow, UsageRow } from '../store/types.ts'
 import type { Role, UserRecord } from '../store/accounts/types.ts'
 import type { AlertRecord, LowBalanceMonitor } from '../alerts/low-balance.ts'
 
@@ -24,10 +24,31 @@ export interface RouteStat {
   maxLatencyMs: number
 }
 
+/**
+ * The period's credits as the ledger computes them: `allocation + granted - used - pending = left`
+ * (left never below 0). `pending` is known only when the ledger was read (the project page); the
+ * cards read the balance alone, where `used` includes what is pending.
+ */
+export interface BalanceView {
+  period: string
+  allocation: number
+  granted: number
+  used: number
+  pending?: number
+  remaining: number
+  /** allocation + granted: what `remaining` is a share of. */
+  total: number
+  percentLeft: number
+}
+
+/** The API type workstations book their minutes under (core/workstations): minutes, not requests. */
+export const WORKSTATION_API_TYPE = 'workstation'
+
 export interface ProjectSummary {
   project: Project
-  balance: { period: string; allocation: number; used: number; remaining: number; percentLeft: number }
-  window: { requests: number; credits: number; errors: number }
+  balance: BalanceView
+  /** Requests (workstation minutes apart), credits (all), errors over the window. */
+  window: { requests: number; credits: number; errors: number; workstationMinutes: number }
   /** Requests per status class over the window: `2xx` → n. */
   statusClasses: Record<string, number>
   routes: RouteStat[]
@@ -35,10 +56,12 @@ export interface ProjectSummary {
   alerts: AlertRecord[]
 }
 
-/** uPlot's columnar form: x in unix seconds, one series of requests per API type. */
+/** uPlot's columnar form: x in unix seconds, one series of requests per API type, workstation minutes apart. */
 export interface ChartData {
   x: number[]
   series: { apiType: string; requests: number[]; credits: number[] }[]
+  /** Workstation minutes per hour (its own series: a minute is not a request). */
+  workstationMinutes: number[]
 }
 
 /** Zero-filled hourly series per API type over the window ending at `now`. */
@@ -47,9 +70,14 @@ export function chartOf(rows: readonly UsageRow[], now: number): ChartData {
   const x = Array.from({ length: WINDOW_HOURS }, (_, i) => (end - (WINDOW_HOURS - 1 - i) * HOUR_MS) / 1000)
   const index = new Map(x.map((seconds, i) => [seconds, i]))
   const byType = new Map<string, { apiType: string; requests: number[]; credits: number[] }>()
+  const workstationMinutes: number[] = Array(WINDOW_HOURS).fill(0)
   for (const row of rows) {
     const at = index.get(Date.parse(row.bucket) / 1000)
     if (at === undefined) continue
+    if (row.apiType === WORKSTATION_API_TYPE) {
+      workstationMinutes[at]! += Number(row.requests)
+      continue
+    }
     let series = byType.get(row.apiType)
     if (!series) {
       series = { apiType: row.apiType, requests: Array(WINDOW_HOURS).fill(0), credits: Array(WINDOW_HOURS).fill(0) }
@@ -58,7 +86,7 @@ export function chartOf(rows: readonly UsageRow[], now: number): ChartData {
     series.requests[at]! += Number(row.requests)
     series.credits[at]! += Number(row.credits)
   }
-  return { x, series: [...byType.values()].sort((a, b) => a.apiType.localeCompare(b.apiType)) }
+  return { x, series: [...byType.values()].sort((a, b) => a.apiType.localeCompare(b.apiType)), workstationMinutes }
 }
 
 /** Routes by requests, busiest first, from per-route rows. */
@@ -88,29 +116,54 @@ export interface SummaryDeps {
   clock?: () => number
 }
 
-/** Reads one project's summary. */
-export async function projectSummary(deps: SummaryDeps, project: Project): Promise<ProjectSummary> {
+/** The balance as shown; with the ledger's entries, what is pending is told apart from what is used. */
+export function balanceView(balance: CreditBalance, entries?: readonly CreditLedgerEntry[]): BalanceView {
+  const total = balance.allocation + balance.granted
+  const pending = entries ? 0 - entries.filter((e) => e.kind === 'pending').reduce((sum, e) => sum + e.amount, 0) : undefined
+  const percentLeft = total > 0 ? Math.max(0, Math.min(100, (balance.remaining / total) * 100)) : 0
+  return {
+    period: balance.period,
+    allocation: balance.allocation,
+    granted: balance.granted,
+    used: balance.used - (pending ?? 0),
+    ...(pending !== undefined ? { pending } : {}),
+    remaining: balance.remaining,
+    total,
+    percentLeft,
+  }
+}
+
+/**
+ * Reads one project's summary. `ledger` (the project page) reads the period's ledger instead of
+ * the bare balance, to tell pending credits apart; the cards of every project skip it.
+ */
+export async function projectSummary(deps: SummaryDeps, project: Project, options: { ledger?: boolean } = {}): Promise<ProjectSummary> {
   const now = (deps.clock ?? Date.now)()
   const from = now - (WINDOW_HOURS - 1) * HOUR_MS
   const period = currentSchedulePeriod(project.credits, now)
-  const [balance, rows, detail, alerts] = await Promise.all([
-    deps.store.balance(project.id, period, project.credits.allocation),
+  const [credits, rows, detail, alerts] = await Promise.all([
+    options.ledger
+      ? deps.store.creditLedger(project.id, period, project.credits.allocation)
+      : deps.store.balance(project.id, period, project.credits.allocation).then((balance) => ({ balance, entries: undefined })),
     deps.store.queryUsage(project.id, from, now, 'hour'),
     deps.store.queryUsageDetail(project.id, from, now, 'hour'),
     deps.alerts.list(project.id, 10),
   ])
-  const window = { requests: 0, credits: 0, errors: 0 }
+  const window = { requests: 0, credits: 0, errors: 0, workstationMinutes: 0 }
   for (const row of rows) {
-    window.requests += Number(row.requests)
     window.credits += Number(row.credits)
+    if (row.apiType === WORKSTATION_API_TYPE) {
+      window.workstationMinutes += Number(row.requests)
+      continue
+    }
+    window.requests += Number(row.requests)
     window.errors += Number(row.errors)
   }
   const statusClasses: Record<string, number> = {}
   for (const row of detail) statusClasses[row.statusClass] = (statusClasses[row.statusClass] ?? 0) + row.requests
-  const percentLeft = balance.allocation > 0 ? Math.max(0, Math.min(100, (balance.remaining / balance.allocation) * 100)) : 0
   return {
     project,
-    balance: { period, allocation: balance.allocation, used: balance.used, remaining: balance.remaining, percentLeft },
+    balance: balanceView(credits.balance, credits.entries),
     window,
     statusClasses,
     routes: routeStats(detail),
