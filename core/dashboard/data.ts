@@ -9,6 +9,7 @@ import { currentSchedulePeriod } from '../store/periods.ts'
 import type { CreditBalance, CreditLedgerEntry, Store, UsageDetailRow, UsageRow } from '../store/types.ts'
 import type { Role, UserRecord } from '../store/accounts/types.ts'
 import type { AlertRecord, LowBalanceMonitor } from '../alerts/low-balance.ts'
+import { isRefusal, type KeyTally, type TrafficLog, type TrafficTally } from './traffic.ts'
 
 const HOUR_MS = 3_600_000
 /** The chart and the tables cover this many hours up to now. */
@@ -44,8 +45,17 @@ export interface BalanceView {
 /** The API type workstations book their minutes under (core/workstations): minutes, not requests. */
 export const WORKSTATION_API_TYPE = 'workstation'
 
+/** Answers of the window by status and refusal code, per hour and in total, and each key's tally. */
+export interface TrafficView {
+  /** Answer (`200`, `403 wrong_plan`) → count over the window, most first. */
+  answers: { answer: string; count: number; refusal: boolean }[]
+  refusals: number
+  keys: Record<string, KeyTally>
+}
+
 export interface ProjectSummary {
   project: Project
+  traffic: TrafficView
   balance: BalanceView
   /** Requests (workstation minutes apart), credits (all), errors over the window. */
   window: { requests: number; credits: number; errors: number; workstationMinutes: number }
@@ -62,6 +72,8 @@ export interface ChartData {
   series: { apiType: string; requests: number[]; credits: number[] }[]
   /** Workstation minutes per hour (its own series: a minute is not a request). */
   workstationMinutes: number[]
+  /** Refused answers per hour, one series per status and reason (`403 wrong_plan`). */
+  refusals: { answer: string; counts: number[] }[]
 }
 
 /** Zero-filled hourly series per API type over the window ending at `now`. */
@@ -86,7 +98,32 @@ export function chartOf(rows: readonly UsageRow[], now: number): ChartData {
     series.requests[at]! += Number(row.requests)
     series.credits[at]! += Number(row.credits)
   }
-  return { x, series: [...byType.values()].sort((a, b) => a.apiType.localeCompare(b.apiType)), workstationMinutes }
+  return { x, series: [...byType.values()].sort((a, b) => a.apiType.localeCompare(b.apiType)), workstationMinutes, refusals: [] }
+}
+
+/** The window's part of a tally: answers in total and refusals per hour (on the chart's hours). */
+export function trafficOf(tally: TrafficTally, chart: ChartData): { view: TrafficView; refusals: ChartData['refusals'] } {
+  const first = new Date(chart.x[0]! * 1000).toISOString()
+  const index = new Map(chart.x.map((seconds, i) => [new Date(seconds * 1000).toISOString(), i]))
+  const totals = new Map<string, number>()
+  const perHour = new Map<string, number[]>()
+  for (const [hour, answers] of Object.entries(tally.hours)) {
+    if (hour < first) continue
+    const at = index.get(hour)
+    for (const [answer, n] of Object.entries(answers)) {
+      totals.set(answer, (totals.get(answer) ?? 0) + n)
+      if (at === undefined || !isRefusal(answer)) continue
+      let counts = perHour.get(answer)
+      if (!counts) perHour.set(answer, (counts = Array(chart.x.length).fill(0)))
+      counts[at]! += n
+    }
+  }
+  const answers = [...totals].map(([answer, count]) => ({ answer, count, refusal: isRefusal(answer) }))
+    .sort((a, b) => b.count - a.count || (a.answer < b.answer ? -1 : 1))
+  return {
+    view: { answers, refusals: answers.filter((a) => a.refusal).reduce((sum, a) => sum + a.count, 0), keys: tally.keys },
+    refusals: [...perHour].sort(([a], [b]) => (a < b ? -1 : 1)).map(([answer, counts]) => ({ answer, counts })),
+  }
 }
 
 /** Routes by requests, busiest first, from per-route rows. */
@@ -113,6 +150,8 @@ export function routeStats(rows: readonly UsageDetailRow[]): RouteStat[] {
 export interface SummaryDeps {
   store: Store
   alerts: LowBalanceMonitor
+  /** Answers and refusals per project and key (absent: the tables show none). */
+  traffic?: Pick<TrafficLog, 'read'>
   clock?: () => number
 }
 
@@ -149,6 +188,7 @@ export async function projectSummary(deps: SummaryDeps, project: Project, option
     deps.store.queryUsageDetail(project.id, from, now, 'hour'),
     deps.alerts.list(project.id, 10),
   ])
+  const tally = deps.traffic ? await deps.traffic.read(project.id) : { hours: {}, keys: {} }
   const window = { requests: 0, credits: 0, errors: 0, workstationMinutes: 0 }
   for (const row of rows) {
     window.credits += Number(row.credits)
@@ -161,13 +201,17 @@ export async function projectSummary(deps: SummaryDeps, project: Project, option
   }
   const statusClasses: Record<string, number> = {}
   for (const row of detail) statusClasses[row.statusClass] = (statusClasses[row.statusClass] ?? 0) + row.requests
+  const chart = chartOf(rows, now)
+  const traffic = trafficOf(tally, chart)
+  chart.refusals = traffic.refusals
   return {
     project,
     balance: balanceView(credits.balance, credits.entries),
     window,
     statusClasses,
     routes: routeStats(detail),
-    chart: chartOf(rows, now),
+    chart,
+    traffic: traffic.view,
     alerts,
   }
 }

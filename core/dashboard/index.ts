@@ -22,6 +22,8 @@ import type { LowBalanceMonitor } from '../alerts/low-balance.ts'
 import type { Project, ProjectDirectory } from '../projects.ts'
 import type { Store } from '../store/types.ts'
 import { serveAsset } from './assets.ts'
+import type { TrafficLog } from './traffic.ts'
+import { trafficExport } from './export.ts'
 import { accountRows, projectSummary } from './data.ts'
 import { accountsFragment, accountsPage } from './accounts-page.ts'
 import type { DashboardViewer } from './layout.ts'
@@ -56,6 +58,8 @@ export type DashboardAuth = (req: IncomingMessage) => Promise<DashboardSession |
 export interface DashboardDeps {
   store: Store
   alerts: LowBalanceMonitor
+  /** Answers and refusals per project and key (the gateway's pipeline feeds it). */
+  traffic?: TrafficLog
   projects(): ProjectDirectory
   auth: DashboardAuth
   /**
@@ -110,7 +114,7 @@ function visible(session: DashboardSession, projects: ProjectDirectory): Project
  * Builds the /dashboard handler for core/admin.ts. Answers true when the path was the dashboard's.
  */
 export function dashboard(deps: DashboardDeps) {
-  const summary = (project: Project, options: { ledger?: boolean } = {}) => projectSummary({ store: deps.store, alerts: deps.alerts }, project, options)
+  const summary = (project: Project, options: { ledger?: boolean } = {}) => projectSummary({ store: deps.store, alerts: deps.alerts, traffic: deps.traffic }, project, options)
   const summaries = (projects: Project[]) => Promise.all(projects.map((p) => summary(p)))
   const alertsOf = async (projects: Project[]) => {
     const lists = await Promise.all(projects.map((p) => deps.alerts.list(p.id, 50)))
@@ -181,6 +185,14 @@ export function dashboard(deps: DashboardDeps) {
           return sendJson(res, 404, { error: { code: 'project_not_found', message: `project ${third} does not exist` } }), true
         }
         if (fourth === 'keys' && segments.length === 4) return sendHtml(res, 200, keysFragment(await summary(found)).text), true
+        if ((fourth === 'traffic' || fourth === 'keys.csv' || fourth === 'keys.ndjson' || fourth === 'traffic.csv' || fourth === 'traffic.ndjson') && segments.length === 4) {
+          const file = trafficExport(found, await (deps.traffic?.read(found.id) ?? Promise.resolve({ hours: {}, keys: {} })), fourth)
+          if (file) {
+            res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': file.type, 'content-disposition': `attachment; filename="${file.name}"` })
+            res.end(file.body)
+            return true
+          }
+        }
         const data = await summary(found, { ledger: fourth === undefined })
         if (fourth === 'chart.json') return sendJson(res, 200, data.chart), true
         if (fourth === undefined) return sendHtml(res, 200, projectFragment(data, session).text), true

@@ -71,7 +71,7 @@ function projectCard(summary: ProjectSummary): SafeHtml {
     <div class="muted small">${formatNumber(balance.allocation)} allocation + ${formatNumber(balance.granted)} granted − ${formatNumber(balance.used)} used</div>
     <dl class="mini">
       <div><dt>Requests 24 h</dt><dd>${formatNumber(window.requests)}</dd></div>
-      <div><dt>Errors</dt><dd class="${window.errors ? 'bad' : ''}">${formatNumber(window.errors)}</dd></div>
+      <div><dt>Refused</dt><dd class="${summary.traffic.refusals ? 'bad' : ''}">${formatNumber(summary.traffic.refusals)}</dd></div>
       <div><dt>Credits 24 h</dt><dd>${formatNumber(window.credits)}</dd></div>
     </dl>
     <div class="badges">${featureBadges(summary)}</div>
@@ -107,6 +107,43 @@ function statusBreakdown(summary: ProjectSummary): SafeHtml {
   })}</ul>`
 }
 
+/** What a refusal means for this project, in words (the stable code stays beside it). */
+export function refusalReason(answer: string, project: ProjectSummary['project']): string {
+  const [status, code] = answer.split(' ')
+  switch (code) {
+    case 'wrong_scope':
+      return `The route needs a scope this project lacks (its scopes: ${[...project.scopes].join(', ') || 'none'}).`
+    case 'wrong_plan':
+      return `The route is for another plan (this project is on ${project.plan}).`
+    case 'feature_disabled':
+      return 'A feature the route needs is off for this project (see Features).'
+    case 'credits_exhausted':
+      return 'No credits left this period: top up or raise the allocation.'
+    case 'rate_limited':
+      return 'Over the rate limit of the route or the plan.'
+    case 'forbidden':
+      return 'Refused by the route’s access rules.'
+    case 'missing_api_key':
+    case 'invalid_api_key':
+      return 'No usable key: missing, unknown, disabled or expired.'
+  }
+  if (status === '401') return 'The credential was refused.'
+  if (status === '402') return 'Payment or credits required.'
+  if (status === '403') return 'Not allowed for this project or key.'
+  if (status === '429') return 'Too many requests.'
+  return ''
+}
+
+/** Answers of the last 24 h by status and refusal code, the refusals explained. */
+function answersTable(summary: ProjectSummary): SafeHtml {
+  const { answers } = summary.traffic
+  if (answers.length === 0) return html`<p class="muted">No answers in the last 24 hours.</p>`
+  return scroller('Answers by status and refusal code', html`<table class="table answers">
+    <thead><tr><th>Answer</th><th>Why</th><th class="r">Count</th></tr></thead>
+    <tbody>${answers.map((a) => html`<tr data-answer="${a.answer}" class="${a.refusal ? 'refusal' : ''}"><td><code>${a.answer}</code>${a.refusal ? html` <span class="chip off">refused</span>` : ''}</td>
+      <td class="small">${a.refusal ? refusalReason(a.answer, summary.project) : ''}</td><td class="r">${formatNumber(a.count)}</td></tr>`)}</tbody></table>`)
+}
+
 /** A table that scrolls inside its card on a narrow screen (the page itself never scrolls sideways). */
 function scroller(label: string, table: SafeHtml): SafeHtml {
   return html`<div class="table-wrap" role="region" aria-label="${label}" tabindex="0">${table}</div>`
@@ -133,9 +170,10 @@ export function keysFragment(summary: ProjectSummary): SafeHtml {
   const now = Date.now()
   const keys = [...project.keys].sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0))
   return scroller('Keys', html`<table class="table keys">
-    <thead><tr><th>Label</th><th>State</th><th>Expires</th><th><span class="sr-only">Actions</span></th></tr></thead>
+    <thead><tr><th>Label</th><th>State</th><th>Expires</th><th class="r">Requests</th><th class="r">Refused</th><th>Last used</th><th><span class="sr-only">Actions</span></th></tr></thead>
     <tbody>${keys.map((key) => {
       const expired = key.expiresAt !== undefined && key.expiresAt <= now
+      const tally = summary.traffic.keys[key.label]
       const grace = !expired && !key.disabled && ROTATED_LABEL.test(key.label)
       const state = key.disabled
         ? html`<span class="chip off">disabled</span>`
@@ -152,6 +190,9 @@ export function keysFragment(summary: ProjectSummary): SafeHtml {
             : html`<button type="button" class="danger" data-action="disable-key" data-label="${key.label}" aria-label="Disable ${key.label}">Disable</button>`}`
       return html`<tr data-key="${key.label}"><td class="label-cell"><code title="${key.label}">${key.label}</code></td><td>${state}</td>
         <td>${key.expiresAt === undefined ? html`<span class="muted">never</span>` : when(key.expiresAt)}</td>
+        <td class="r" data-field="key-requests"><span class="phone-only muted small">Requests </span>${formatNumber(tally?.requests ?? 0)}</td>
+        <td class="r ${tally?.refusals ? 'bad' : ''}" data-field="key-refusals"><span class="phone-only muted small">Refused </span>${formatNumber(tally?.refusals ?? 0)}</td>
+        <td>${tally?.lastUsed ? when(tally.lastUsed) : html`<span class="muted">not used</span>`}</td>
         <td class="actions">${actions}</td></tr>`
     })}</tbody></table>`)
 }
@@ -188,10 +229,12 @@ export function projectFragment(summary: ProjectSummary, viewer: DashboardViewer
   const workstation = summary.project.features.workstation || window.workstationMinutes > 0
   return html`<section class="tiles" aria-label="Figures">
       <div class="card tile credits"><div class="muted small">Credits left · ${balance.period}</div>
-        <div class="big" data-field="credits-left" data-announce="Credits left">${formatNumber(balance.remaining)}</div>
+        <div class="big" data-announce="Credits left" data-field="credits-left">${formatNumber(balance.remaining)}</div>
         ${meter(balance.percentLeft, 'Credits')}
         ${creditsBreakdown(balance)}</div>
-      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big" data-field="requests" data-announce="Requests in 24 hours">${formatNumber(window.requests)}</div></div>
+      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big" data-announce="Requests in 24 hours" data-field="requests">${formatNumber(window.requests)}</div></div>
+      <div class="card tile"><div class="muted small">Refused · 24 h</div><div class="big ${summary.traffic.refusals ? 'bad' : ''}" data-field="refusals" data-announce="Refused in 24 hours">${formatNumber(summary.traffic.refusals)}</div>
+        <div class="muted small">401, 402, 403 and 429 answers</div></div>
       <div class="card tile"><div class="muted small">Credits spent · 24 h</div><div class="big">${formatNumber(window.credits)}</div></div>
       <div class="card tile"><div class="muted small">Error rate · 24 h</div><div class="big ${errorRate > 5 ? 'bad' : ''}">${errorRate.toFixed(1)}%</div>
         <div class="muted small">${formatNumber(window.errors)} errors</div></div>
@@ -201,6 +244,11 @@ export function projectFragment(summary: ProjectSummary, viewer: DashboardViewer
       <div class="card"><h2>Answers by status class</h2>${statusBreakdown(summary)}</div>
       <div class="card"><h2>Busiest routes</h2>${routesTable(summary.routes)}</div>
     </section>
+    <section class="card" id="answers"><div class="card-head"><h2>Answers by status and refusal code · 24 h</h2>
+      <span class="small">Export: <a href="/dashboard/fragments/projects/${encodeURIComponent(summary.project.id)}/traffic.csv" download>CSV</a> ·
+        <a href="/dashboard/fragments/projects/${encodeURIComponent(summary.project.id)}/traffic.ndjson" download>NDJSON</a> ·
+        <a href="/dashboard/fragments/projects/${encodeURIComponent(summary.project.id)}/keys.csv" download>keys CSV</a></span></div>
+      ${answersTable(summary)}</section>
     <section class="card"><h2>Features</h2>${featureToggles(summary, viewer)}</section>
     <section class="card"><h2>Low-balance alerts</h2>${alertsList(summary.alerts, false)}</section>`
 }
@@ -239,9 +287,9 @@ export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, wo
     <p class="notice" id="action-notice" role="status" hidden></p>
     ${viewer.operator ? projectSettingsCard(summary) : ''}
     <section class="card chart-card">
-      <div class="card-head"><h2>Requests per API type · last 24 h</h2>
+      <div class="card-head"><h2>Requests per API type and refusals · last 24 h</h2>
         <a class="small" href="/admin/projects/${id}/usage?granularity=hour&amp;by=route&amp;format=csv" download>CSV</a></div>
-      <div id="usage-chart" data-src="/dashboard/fragments/projects/${id}/chart.json" role="img" aria-label="Requests per hour and API type over the last 24 hours"></div>
+      <div id="usage-chart" data-src="/dashboard/fragments/projects/${id}/chart.json" role="img" aria-label="Requests per hour and API type, and refused answers per reason, over the last 24 hours"></div>
     </section>
     ${workstationBase !== undefined ? workstationCard(project.id, workstationBase) : ''}
     <section class="card" id="keys">
@@ -300,11 +348,12 @@ export function operatorFragment(summaries: readonly ProjectSummary[], alerts: r
     </section>
     <section class="card"><h2>All projects</h2>
     ${scroller('All projects', html`<table class="table">
-      <thead><tr><th>Project</th><th>Plan</th><th>Credits left</th><th class="r">Requests 24 h</th><th class="r">Errors</th><th class="r">Credits 24 h</th><th>Features</th></tr></thead>
+      <thead><tr><th>Project</th><th>Plan</th><th>Credits left</th><th class="r">Requests 24 h</th><th class="r">Errors</th><th class="r">Refused</th><th class="r">Credits 24 h</th><th>Features</th></tr></thead>
       <tbody>${summaries.map(
         (s) => html`<tr><td class="name-cell"><a href="/dashboard/projects/${encodeURIComponent(s.project.id)}" class="clip" title="${s.project.name}">${s.project.name}</a> <span class="muted small clip" title="${s.project.id}">${s.project.id}</span></td>
           <td>${s.project.plan}</td><td class="meter-cell">${meter(s.balance.percentLeft, `Credits of ${s.project.id}`)} <span class="small">${formatNumber(s.balance.remaining)} / ${formatNumber(s.balance.total)}</span></td>
           <td class="r">${formatNumber(s.window.requests)}</td><td class="r ${s.window.errors ? 'bad' : ''}">${formatNumber(s.window.errors)}</td>
+          <td class="r ${s.traffic.refusals ? 'bad' : ''}">${formatNumber(s.traffic.refusals)}</td>
           <td class="r">${formatNumber(s.window.credits)}</td><td>${featureBadges(s)}</td></tr>`,
       )}</tbody>
     </table>`)}</section>

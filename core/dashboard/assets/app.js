@@ -90,11 +90,11 @@ function focusKey(el) {
 
 /**
  * Replaces a region's content with its server-rendered fragment at `src`; a signed-out session goes
- * to the sign-in page. Nothing is touched when the fragment did not change; when it did, keyboard
+ * to the sign-in page. The poll touches nothing when the fragment did not change; when it did, keyboard
  * focus goes back to the same control and the changed figures marked `data-announce` are announced.
  * Resolves whether the fragment came; a network failure rejects.
  */
-async function reloadRegion(region, src) {
+async function reloadRegion(region, src, { force = false } = {}) {
   const res = await fetch(src, { credentials: 'same-origin', headers: { accept: 'text/html' } })
   if (res.status === 401) {
     location.assign('/dashboard/sign-in')
@@ -102,7 +102,8 @@ async function reloadRegion(region, src) {
   }
   if (!res.ok) return false
   const text = await res.text()
-  if (region.dataset.html === text) {
+  // The poll leaves an unchanged region alone; a reload after an action always redraws (a control may have been changed by hand).
+  if (!force && region.dataset.html === text) {
     localTimes(region)
     return true
   }
@@ -161,7 +162,11 @@ function startChart() {
     const columns = [data.x, ...data.series.map((s) => s.requests)]
     if (types.length === 0) columns.push(data.x.map(() => 0))
     if (hasMinutes) columns.push(minutes)
-    const next = (types.join(',') || '-') + (hasMinutes ? '+minutes' : '')
+    // Refused answers per status and reason: dashed lines beside the requests.
+    const refusals = data.refusals ?? []
+    for (const r of refusals) columns.push(r.counts)
+    el.dataset.refused = refusals.map((r) => r.answer).join(',')
+    const next = (types.join(',') || '-') + (hasMinutes ? '+minutes' : '') + '|' + el.dataset.refused
     if (plot && next === signature) return plot.setData(columns)
     plot?.destroy()
     signature = next
@@ -172,6 +177,8 @@ function startChart() {
       series.push({ label: type, stroke: color, width: 2, fill: color + '1f', points: { size: 6, fill: color } })
     })
     if (hasMinutes) series.push({ label: 'workstation minutes', stroke: '#5f3dc4', width: 2, dash: [6, 4], points: { size: 5, fill: '#5f3dc4' } })
+    const REFUSED = ['#b02020', '#8f4a00', '#862e9c', '#5c0011']
+    refusals.forEach((r, i) => series.push({ label: `refused ${r.answer}`, stroke: REFUSED[i % REFUSED.length], width: 2, dash: [3, 3], points: { size: 5, fill: REFUSED[i % REFUSED.length] } }))
     plot = new uPlot({
       width: el.clientWidth || 800,
       height: 260,
@@ -295,7 +302,7 @@ function startWorkstation() {
 const projectId = () => document.querySelector('[data-project-id]')?.dataset.projectId
 
 async function refreshNow() {
-  for (const region of document.querySelectorAll('[data-live]')) await reloadRegion(region, region.dataset.live)
+  for (const region of document.querySelectorAll('[data-live]')) await reloadRegion(region, region.dataset.live, { force: true })
 }
 
 /** The one-time key: shown with a Copy button; gone from the page once the dialog closes. */
@@ -454,7 +461,7 @@ function userRow(button) {
 
 async function refreshAccounts() {
   const region = document.getElementById('accounts')
-  await reloadRegion(region, region.dataset.src)
+  await reloadRegion(region, region.dataset.src, { force: true })
 }
 
 function notice(message) {
