@@ -6,7 +6,7 @@
  */
 import type { Project } from '../projects.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
-import type { CreditBalance, CreditLedgerEntry, Store, UsageDetailRow, UsageRow } from '../store/types.ts'
+import { statusClassOf, type CreditBalance, type CreditLedgerEntry, type Store, type UsageDetailRow, type UsageRow } from '../store/types.ts'
 import type { Role, UserRecord } from '../store/accounts/types.ts'
 import type { AlertRecord, LowBalanceMonitor } from '../alerts/low-balance.ts'
 import { isRefusal, type KeyTally, type TrafficLog, type TrafficTally } from './traffic.ts'
@@ -49,6 +49,10 @@ export const WORKSTATION_API_TYPE = 'workstation'
 export interface TrafficView {
   /** Answer (`200`, `403 wrong_plan`) → count over the window, most first. */
   answers: { answer: string; count: number; refusal: boolean }[]
+  /** Every answer of the window, refusals and unmetered routes included. */
+  total: number
+  /** Answers with a 4xx or 5xx status. */
+  failed: number
   refusals: number
   keys: Record<string, KeyTally>
 }
@@ -121,7 +125,13 @@ export function trafficOf(tally: TrafficTally, chart: ChartData): { view: Traffi
   const answers = [...totals].map(([answer, count]) => ({ answer, count, refusal: isRefusal(answer) }))
     .sort((a, b) => b.count - a.count || (a.answer < b.answer ? -1 : 1))
   return {
-    view: { answers, refusals: answers.filter((a) => a.refusal).reduce((sum, a) => sum + a.count, 0), keys: tally.keys },
+    view: {
+      answers,
+      total: answers.reduce((sum, a) => sum + a.count, 0),
+      failed: answers.filter((a) => Number(a.answer.split(' ')[0]) >= 400).reduce((sum, a) => sum + a.count, 0),
+      refusals: answers.filter((a) => a.refusal).reduce((sum, a) => sum + a.count, 0),
+      keys: tally.keys,
+    },
     refusals: [...perHour].sort(([a], [b]) => (a < b ? -1 : 1)).map(([answer, counts]) => ({ answer, counts })),
   }
 }
@@ -199,11 +209,18 @@ export async function projectSummary(deps: SummaryDeps, project: Project, option
     window.requests += Number(row.requests)
     window.errors += Number(row.errors)
   }
+  // Status classes from the answers tally when it has the window (refusals and unmetered routes
+  // included); else from the metered usage alone.
   const statusClasses: Record<string, number> = {}
-  for (const row of detail) statusClasses[row.statusClass] = (statusClasses[row.statusClass] ?? 0) + row.requests
   const chart = chartOf(rows, now)
   const traffic = trafficOf(tally, chart)
   chart.refusals = traffic.refusals
+  if (traffic.view.total > 0) {
+    for (const a of traffic.view.answers) {
+      const cls = statusClassOf(Number(a.answer.split(' ')[0]))
+      statusClasses[cls] = (statusClasses[cls] ?? 0) + a.count
+    }
+  } else for (const row of detail) statusClasses[row.statusClass] = (statusClasses[row.statusClass] ?? 0) + row.requests
   return {
     project,
     balance: balanceView(credits.balance, credits.entries),

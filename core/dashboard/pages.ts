@@ -225,23 +225,27 @@ export function alertsList(alerts: readonly AlertRecord[], withProject: boolean)
 /** Everything of a project page that changes by itself (live fragment). */
 export function projectFragment(summary: ProjectSummary, viewer: DashboardViewer): SafeHtml {
   const { balance, window } = summary
-  const errorRate = window.requests ? (window.errors / window.requests) * 100 : 0
+  // Every answer counts when the tally has them (a refused request is an error to its client).
+  const answered = summary.traffic.total || window.requests
+  const failed = summary.traffic.total ? summary.traffic.failed : window.errors
+  const errorRate = answered ? (failed / answered) * 100 : 0
   const workstation = summary.project.features.workstation || window.workstationMinutes > 0
   return html`<section class="tiles" aria-label="Figures">
       <div class="card tile credits"><div class="muted small">Credits left · ${balance.period}</div>
         <div class="big" data-announce="Credits left" data-field="credits-left">${formatNumber(balance.remaining)}</div>
         ${meter(balance.percentLeft, 'Credits')}
         ${creditsBreakdown(balance)}</div>
-      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big" data-announce="Requests in 24 hours" data-field="requests">${formatNumber(window.requests)}</div></div>
+      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big" data-announce="Requests in 24 hours" data-field="requests">${formatNumber(window.requests)}</div>
+        <div class="muted small">metered${summary.traffic.total ? html`; ${formatNumber(summary.traffic.total)} answers in all` : ''}</div></div>
       <div class="card tile"><div class="muted small">Refused · 24 h</div><div class="big ${summary.traffic.refusals ? 'bad' : ''}" data-field="refusals" data-announce="Refused in 24 hours">${formatNumber(summary.traffic.refusals)}</div>
         <div class="muted small">401, 402, 403 and 429 answers</div></div>
       <div class="card tile"><div class="muted small">Credits spent · 24 h</div><div class="big">${formatNumber(window.credits)}</div></div>
       <div class="card tile"><div class="muted small">Error rate · 24 h</div><div class="big ${errorRate > 5 ? 'bad' : ''}">${errorRate.toFixed(1)}%</div>
-        <div class="muted small">${formatNumber(window.errors)} errors</div></div>
+        <div class="muted small">${formatNumber(failed)} of ${formatNumber(answered)} answers failed or refused</div></div>
       ${workstation ? html`<div class="card tile"><div class="muted small">Workstation minutes · 24 h</div><div class="big" data-field="workstation-minutes">${formatNumber(window.workstationMinutes)}</div></div>` : ''}
     </section>
     <section class="cols">
-      <div class="card"><h2>Answers by status class</h2>${statusBreakdown(summary)}</div>
+      <div class="card"><h2>Answers by status class · 24 h</h2>${statusBreakdown(summary)}</div>
       <div class="card"><h2>Busiest routes</h2>${routesTable(summary.routes)}</div>
     </section>
     <section class="card" id="answers"><div class="card-head"><h2>Answers by status and refusal code · 24 h</h2>
