@@ -192,7 +192,7 @@ export function keysFragment(summary: ProjectSummary): SafeHtml {
         <td>${key.expiresAt === undefined ? html`<span class="muted">never</span>` : when(key.expiresAt)}</td>
         <td class="r" data-field="key-requests"><span class="phone-only muted small">Requests </span>${formatNumber(tally?.requests ?? 0)}</td>
         <td class="r ${tally?.refusals ? 'bad' : ''}" data-field="key-refusals"><span class="phone-only muted small">Refused </span>${formatNumber(tally?.refusals ?? 0)}</td>
-        <td>${tally?.lastUsed ? when(tally.lastUsed) : html`<span class="muted">not used</span>`}</td>
+        <td><span class="phone-only muted small">Last used </span>${tally?.lastUsed ? when(tally.lastUsed) : html`<span class="muted">not used</span>`}</td>
         <td class="actions">${actions}</td></tr>`
     })}</tbody></table>`)
 }
