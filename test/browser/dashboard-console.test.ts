@@ -183,6 +183,17 @@ t.test('operator and owner walk the dashboard as a console', async (t) => {
   t.match(JSON.parse((await keysNdjson.text()).trim()), { label: 'app', requests: 9, refusals: 6 }, 'and the keys export its tally')
   await shot(page, '2-refused-traffic')
 
+  // The 3-second refresh keeps keyboard focus on the same control and announces changed figures.
+  await page.focus('button[data-action=rotate-key][data-label=app]')
+  t.equal(await call(`/premium/${appKey}/again`), 403)
+  await until('the key row to redraw with the new request', async () => number(await page.textContent('tr[data-key=app] [data-field=key-requests]')) === 10)
+  t.same(await page.evaluate(() => {
+    const el = (globalThis as any).document.activeElement
+    return [el?.dataset?.action, el?.dataset?.label]
+  }), ['rotate-key', 'app'], 'focus survived the refresh of its region')
+  await until('the refusal to be announced', async () => /Refused in 24 hours: 7/.test((await page.textContent('#announcer')) ?? ''))
+  t.equal(await page.getAttribute('#announcer', 'aria-live'), 'polite')
+
   // ---- plan change and top-up ------------------------------------------------------------------
   const leftBefore = number(await page.textContent('.tile.credits [data-field=credits-left]'))
   t.equal(leftBefore, 97, '100 allocated, 3 answered requests at 1 credit')
@@ -236,6 +247,12 @@ t.test('operator and owner walk the dashboard as a console', async (t) => {
   t.equal(await call(`/rpc/${rotated}/d`), 401, 'disabled after confirming')
   await page.click('tr[data-key=app] [data-action=enable-key]')
   await page.waitForSelector('tr[data-key=app] [data-action=disable-key]')
+
+  // A person opening a fragment URL gets a page with a next step, not the island's JSON.
+  const missing = await page.goto(gw.adminUrl + '/dashboard/fragments/projects/nope')
+  t.equal(missing?.status(), 404)
+  t.match(await page.textContent('main'), /Project not found[\s\S]*Back to projects/)
+  t.equal((await page.context().request.get(gw.adminUrl + '/dashboard/fragments/projects/nope', { headers: { accept: 'application/json' } })).headers()['content-type'], 'application/json; charset=utf-8', 'the island still gets JSON')
 
   // ---- operator on a phone ------------------------------------------------------------------
   await page.setViewportSize(PHONE)

@@ -445,9 +445,18 @@ function showFieldError(form, field, message) {
   showError(form.querySelector('p.error'), placed ? '' : message)
 }
 
+/** Several messages, each under its field. */
+function showFieldErrors(form, problems) {
+  showFieldError(form, undefined, '')
+  for (const [field, message] of problems) {
+    for (const slot of form.querySelectorAll(`[data-error-for="${CSS.escape(field)}"]`)) showError(slot, message)
+    form.querySelector(`[name="${CSS.escape(field)}"]`)?.setAttribute('aria-invalid', 'true')
+  }
+}
+
 function passwordProblem(form) {
   const password = form.elements.password.value
-  if (password.length < MIN_PASSWORD_LENGTH) return ['password', `password: at least ${MIN_PASSWORD_LENGTH} characters (this one has ${password.length})`]
+  if (password.length < MIN_PASSWORD_LENGTH) return ['password', `Password: at least ${MIN_PASSWORD_LENGTH} characters (this one has ${password.length}).`]
   if (password !== form.elements.confirm.value) return ['confirm', 'the confirmation does not match the password']
   return undefined
 }
@@ -503,9 +512,12 @@ function startAccounts() {
   form?.addEventListener('submit', async (event) => {
     event.preventDefault()
     notice('')
+    // Refused here, before anything is sent: every empty or short field at once, each under itself.
+    const problems = []
+    if (form.elements.email.value.trim() === '') problems.push(['email', 'Email: required, e.g. dev@example.com.'])
     const problem = passwordProblem(form)
-    // Refused here, before anything is sent.
-    if (problem) return showFieldError(form, ...problem)
+    if (problem) problems.push(problem)
+    if (problems.length) return showFieldErrors(form, problems)
     const submit = form.querySelector('button[type="submit"]')
     submit.disabled = true
     const email = form.elements.email.value.trim()
@@ -514,7 +526,11 @@ function startAccounts() {
     if (!result.ok) return showFieldError(form, fieldOf(result), result.message)
     showFieldError(form, undefined, '')
     form.reset()
-    notice(`Account ${result.body.user.email} created (${result.body.user.role}).`)
+    const { user } = result.body
+    // An owner with no project sees nothing: say so with the way out.
+    notice(user.role === 'owner' && user.projects.length === 0
+      ? `Account ${user.email} created (owner) with no projects: it sees nothing until you give it one with Role & projects.`
+      : `Account ${user.email} created (${user.role}).`)
     await refreshAccounts()
   })
 }
