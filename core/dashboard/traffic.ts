@@ -74,6 +74,8 @@ export class TrafficLog {
   #pending = new Map<string, TrafficTally>()
   #timer: NodeJS.Timeout | undefined
   #flushing: Promise<void> | undefined
+  /** The current hour's ISO string, built once an hour rather than once a request. */
+  #hour = { start: -1, iso: '' }
 
   constructor(store: Pick<Store, 'documents'>, clock: () => number = Date.now) {
     this.#documents = store.documents('dashboard')
@@ -85,7 +87,9 @@ export class TrafficLog {
     const project = ctx.project ?? ctx.refused?.project
     if (!project) return
     const now = this.#clock()
-    const hour = new Date(Math.floor(now / HOUR_MS) * HOUR_MS).toISOString()
+    const start = Math.floor(now / HOUR_MS) * HOUR_MS
+    if (this.#hour.start !== start) this.#hour = { start, iso: new Date(start).toISOString() }
+    const hour = this.#hour.iso
     let tally = this.#pending.get(project.id)
     if (!tally) this.#pending.set(project.id, (tally = empty()))
     const answer = answerOf(ctx, status)
