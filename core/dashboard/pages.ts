@@ -456,3 +456,17 @@ export function messagePage(viewer: DashboardViewer | undefined, title: string, 
   return layout(title, viewer, html`<section class="card signin"><h1>${title}</h1><p>${text}</p>
     <p>${next ?? (viewer ? html`<a href="/dashboard/projects">Back to projects</a>` : html`<a href="/dashboard/sign-in">Sign in</a>`)}</p></section>`)
 }
+
+/**
+ * The admin API's refusal as a page, for a browser that navigated to an API URL: what happened in
+ * words, the stable code, and the next step a person can take.
+ */
+export function errorPage(status: number, code: string, message: string): string {
+  const title = status === 401 ? 'Sign in required' : status === 403 ? 'Not allowed' : status === 404 ? 'Not found' : status === 429 ? 'Too many attempts' : status >= 500 ? 'Something went wrong' : 'Request refused'
+  const next = status === 401
+    ? html`<a href="/dashboard/sign-in">Sign in</a>, then try again.`
+    : status >= 500
+      ? html`Try again in a moment; if it keeps failing, tell an operator (${code}). <a href="/dashboard/projects">Back to projects</a>`
+      : html`<a href="/dashboard/projects">Back to projects</a>`
+  return messagePage(undefined, title, `${message.charAt(0).toUpperCase()}${message.slice(1)} (${status} ${code}).`, next)
+}

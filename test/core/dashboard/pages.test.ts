@@ -117,6 +117,17 @@ routes: []
   t.equal(again.statusCode, 304, 'assets are revalidated by ETag')
   t.equal((await get('/dashboard/assets/..%2Fgateway.ts')).status, 404, 'only the named files are served')
   t.equal((await get('/dashboard/assets/nope.js')).status, 404)
+
+  // A browser opening an API URL gets a page with the next step; clients keep the JSON.
+  const navigated = await request(gw.adminUrl + '/admin/projects', { headers: { 'sec-fetch-mode': 'navigate', accept: 'text/html' } })
+  const page = await navigated.body.text()
+  t.equal(navigated.statusCode, 401)
+  t.match(navigated.headers['content-type'], /^text\/html/)
+  t.equal(navigated.headers['content-security-policy'], CONTENT_SECURITY_POLICY)
+  t.match(page, /<html lang="en">[\s\S]*Sign in required[\s\S]*href="\/dashboard\/sign-in"/)
+  const api = await request(gw.adminUrl + '/admin/projects')
+  t.match(JSON.parse(await api.body.text()), { error: { code: String } }, 'the API answers JSON to a client')
+  t.match(api.headers['content-type'], /^application\/json/)
 })
 
 t.test('pages: lang, skip link, no empty header; a key in its grace offers no Rotate or Disable', async (t) => {
