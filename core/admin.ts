@@ -14,6 +14,8 @@ import type { StoreHealth } from './store/types.ts'
 import type { Accounts, AdminPrincipal } from './accounts/authenticate.ts'
 import { sessionRoutes, signInRoute } from './accounts/session-routes.ts'
 import { adminOpenApi } from './admin-openapi.ts'
+import { CONTENT_SECURITY_POLICY } from './dashboard/index.ts'
+import { errorPage } from './dashboard/pages.ts'
 
 export interface AdminDeps {
   table(): Table | undefined
@@ -53,6 +55,14 @@ function adminRouter(table: Table): Router<AdminRoute> {
 }
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  // A person's browser opening an API URL (a link, an expired session) gets a page with a next
+  // step; scripts and clients keep the JSON.
+  const error = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error
+  if (status >= 400 && error && res.req?.headers['sec-fetch-mode'] === 'navigate') {
+    res.writeHead(status, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': CONTENT_SECURITY_POLICY, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' })
+    res.end(errorPage(status, String(error.code ?? ''), String(error.message ?? '')))
+    return
+  }
   const text = typeof body === 'string' ? body : JSON.stringify(body, null, 2)
   res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8', ...headers })
   res.end(text)

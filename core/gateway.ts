@@ -38,6 +38,7 @@ import { LowBalanceMonitor } from './alerts/low-balance.ts'
 import { alertsAdmin } from './alerts/admin.ts'
 import { dashboard, type DashboardAuth } from './dashboard/index.ts'
 import { sessionAuth } from './dashboard/session.ts'
+import { TrafficLog } from './dashboard/traffic.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -85,6 +86,8 @@ export class Gateway {
   readonly accounts: Accounts
   /** Low-balance webhooks of the projects that configure them (core/alerts). */
   readonly alerts: LowBalanceMonitor
+  /** Answers and refusals per project and key, for the dashboard. */
+  readonly traffic: TrafficLog
   /** Reads the dashboard session of a request (the accounts' session cookie). */
   readonly dashboardAuth: DashboardAuth
   readonly #options: StartOptions
@@ -117,7 +120,9 @@ export class Gateway {
       projects: () => this.#table.projects,
       checkIntervalMs: () => this.#table.config.alerts.checkIntervalMs,
     })
+    this.traffic = new TrafficLog(store)
     this.#deps = {
+      answered: (ctx, status) => this.traffic.record(ctx, status),
       log,
       accessLog: config.log.access,
       metrics,
@@ -252,7 +257,7 @@ export class Gateway {
         alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId)),
         userRoutes({ accounts: this.accounts, settings: this.store.settings, projects: () => this.#table.projects }),
       ],
-      dashboard: dashboard({ store: this.store, alerts: this.alerts, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
+      dashboard: dashboard({ store: this.store, alerts: this.alerts, traffic: this.traffic, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
         workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),
       }),
     })
@@ -348,6 +353,7 @@ export class Gateway {
       this.#admin.close(() => done())
       this.#admin.closeAllConnections()
     })
+    await this.traffic.close().catch(() => {})
     await this.store.close()
     this.log.info('tollgate stopped')
     flushLogger(this.log)

@@ -22,6 +22,7 @@ import type { UpstreamHandle } from './http/upstreams.ts'
 import type { ProxyTrust } from './http/client-address.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
+import type { RequestContext } from './plugin.ts'
 
 export interface PipelineDeps {
   log: Logger
@@ -36,6 +37,8 @@ export interface PipelineDeps {
   inFlight: { count: number }
   /** Called when a retired table's last request is done. */
   tableIdle(table: Table): void
+  /** Told every finished answer (the dashboard's tally of answers and refusals per project and key); must be cheap and not throw. */
+  answered?(ctx: RequestContext, status: number): void
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -305,6 +308,7 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
   const metrics = route?.metrics ?? deps.unmatched
   metrics.count(ctx.apiType, status)
   metrics.duration.observe(seconds)
+  deps.answered?.(ctx, status)
   if (ctx.upstreamMs !== undefined) metrics.upstreamDuration.observe(ctx.upstreamMs / 1000)
   if (!deps.accessLog) return
   if (route) ctx.redactedPath = pathWithout(route, ctx, '***')

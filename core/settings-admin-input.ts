@@ -101,6 +101,14 @@ export function parseExpiry(value: unknown, field: string): number | undefined {
 }
 
 /** `{graceSeconds}` of a rotation: how long the old key or secret keeps working. */
+/**
+ * The label a rotation gives the key it keeps alive for the grace (`<label>.rotated-<base36 ms>`).
+ * Such a row is in its grace period: rotating it again would hand a fresh, permanent key to a
+ * credential that is due to expire, so the API refuses it (409 key_in_grace) and the dashboard
+ * offers no Rotate or Disable on it.
+ */
+export const ROTATED_LABEL = /\.rotated-[0-9a-z]+$/
+
 export function parseGrace(body: unknown): number {
   const request = object(body ?? {}, 'body')
   refuseUnknownFields(request, ['graceSeconds'])

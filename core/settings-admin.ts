@@ -10,6 +10,7 @@
  *   POST  /admin/projects/:id/keys/:label/disable     (and /enable)
  *   POST  /admin/projects/:id/keys/:label/expire      {expiresAt: ISO | null}
  *   POST  /admin/projects/:id/keys/:label/rotate      {graceSeconds}: a new key (shown once); the old one works until the grace ends
+ *                                                     (a key in its grace, `…rotated-x`, is refused: 409 key_in_grace)
  *   POST  /admin/projects/:id/secret                  generate the project secret (shown once)
  *   POST  /admin/projects/:id/secret/rotate           {graceSeconds}: a new secret (shown once); both work during the grace
  *   POST  /admin/projects/:id/reset                   drop the run-time overrides: the yaml is in force again
@@ -36,7 +37,7 @@ import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
 import { hashCredential, type Project, type ProjectDirectory } from './projects.ts'
 import { Router } from './router.ts'
 import type { ProjectSettingsSync } from './project-settings.ts'
-import { FIELDS, HASH, KEY_LABEL, PROJECT_ID, invalid, limitOf, object, parseExpiry, parseFields, parseGrace } from './settings-admin-input.ts'
+import { FIELDS, HASH, KEY_LABEL, PROJECT_ID, ROTATED_LABEL, invalid, limitOf, object, parseExpiry, parseFields, parseGrace } from './settings-admin-input.ts'
 import { SettingsConflict, type ChangeActor, type FeatureFlags, type ProjectFields, type ProjectOverride, type SettingsStore } from './store/settings/types.ts'
 
 export interface SettingsAdminDeps {
@@ -236,6 +237,9 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
         const now = Date.now()
         if (key.disabled || (key.expiresAt !== undefined && now >= key.expiresAt)) {
           throw new GatewayError(409, 'key_inactive', `key ${key.label} is disabled or expired: add a new key instead of rotating it`)
+        }
+        if (ROTATED_LABEL.test(key.label)) {
+          throw new GatewayError(409, 'key_in_grace', `key ${key.label} is in its grace period after a rotation and expires on its own: rotate its successor instead`)
         }
         const generated = generateKey()
         const previous = {

@@ -14,6 +14,8 @@ export const SCRYPT_PARAMS = { N: 1 << 15, r: 8, p: 1 } as const
 const KEY_LENGTH = 32
 const SALT_LENGTH = 16
 export const MIN_PASSWORD_LENGTH = 12
+/** The longest password accepted (the dashboard's fields carry it as `maxlength`). */
+export const MAX_PASSWORD_LENGTH = 1024
 
 function derive(password: string, salt: Buffer, params: { N: number; r: number; p: number }): Promise<Buffer> {
   // maxmem must exceed 128 * N * r bytes, or scrypt refuses.
@@ -65,7 +67,7 @@ export async function verifyPassword(password: string, stored: string | undefine
 export function weakPassword(password: string): string | undefined {
   if (password.length === 0) return 'the password is empty'
   if (password.length < MIN_PASSWORD_LENGTH) return `the password must be at least ${MIN_PASSWORD_LENGTH} characters long`
-  if (password.length > 1024) return 'the password must be at most 1024 characters long'
+  if (password.length > MAX_PASSWORD_LENGTH) return `the password must be at most ${MAX_PASSWORD_LENGTH} characters long`
   if (new Set(password).size < 5) return 'the password must use at least 5 different characters'
   return undefined
 }

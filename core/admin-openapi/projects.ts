@@ -116,7 +116,7 @@ export const projectPaths: Record<string, Record<string, unknown>> = {
         '200': json(obj({ key: { type: 'string' }, label: { type: 'string' }, prefix: { type: 'string' }, previousLabel: { type: 'string' }, graceUntil: iso, project: ref('Project') })),
         '400': errorAnswer('invalid_body'),
         ...projectErrors,
-        '409': errorAnswer('key_inactive'),
+        '409': errorAnswer('key_inactive; key_in_grace (a …rotated-x key left by a rotation expires on its own)'),
       },
     },
   },

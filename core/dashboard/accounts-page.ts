@@ -2,13 +2,10 @@
  * The Accounts page for operators (users of the admin API's /admin/users) and its live fragment.
  */
 import type { AccountRow } from './data.ts'
-import { html, type SafeHtml } from './html.ts'
+import { html, when, type SafeHtml } from './html.ts'
 import { layout, type DashboardViewer } from './layout.ts'
+import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '../accounts/password.ts'
 
-/** 2026-11-24 22:10 UTC */
-function when(ms: number): string {
-  return new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC'
-}
 
 /** Checkboxes of the project ids that exist (the API refuses any other). */
 function projectPicker(projectIds: readonly string[], legend: string): SafeHtml {
@@ -23,12 +20,12 @@ function projectPicker(projectIds: readonly string[], legend: string): SafeHtml 
 /** The users table (re-rendered after every change). Never a password or a hash: {@link AccountRow} has none. */
 export function accountsFragment(viewer: DashboardViewer, accounts: readonly AccountRow[]): SafeHtml {
   if (accounts.length === 0) return html`<p class="muted">No accounts yet.</p>`
-  return html`<table class="table accounts">
-    <thead><tr><th>Email</th><th>Role</th><th>Projects</th><th>Created</th><th></th></tr></thead>
+  return html`<div class="table-wrap" role="region" aria-label="Users" tabindex="0"><table class="table accounts">
+    <thead><tr><th>Email</th><th>Role</th><th>Projects</th><th>Created</th><th><span class="sr-only">Actions</span></th></tr></thead>
     <tbody>${accounts.map((a) => {
       const self = a.id === viewer.userId
       return html`<tr data-user="${a.id}" data-email="${a.email}" data-role="${a.role}" data-projects="${JSON.stringify(a.projects)}" data-self="${self ? 'true' : 'false'}">
-        <td class="email">${a.email}${self ? html` <span class="chip">you</span>` : ''}</td>
+        <td class="email" title="${a.email}">${a.email}${self ? html` <span class="chip">you</span>` : ''}</td>
         <td><span class="chip ${a.role === 'operator' ? 'warn' : ''}">${a.role}</span></td>
         <td class="projects">${a.role === 'operator'
           ? html`<span class="muted small">every project</span>`
@@ -39,7 +36,7 @@ export function accountsFragment(viewer: DashboardViewer, accounts: readonly Acc
           <button type="button" data-action="user-password">Set password</button>
           <button type="button" class="danger" data-action="delete-user" ${self ? html`disabled title="You cannot delete your own account"` : ''}>Delete</button>
         </td></tr>`
-    })}</tbody></table>`
+    })}</tbody></table></div>`
 }
 
 /**
@@ -50,9 +47,9 @@ export function accountsFragment(viewer: DashboardViewer, accounts: readonly Acc
  */
 export function accountsPage(viewer: DashboardViewer, accounts: readonly AccountRow[], projectIds: readonly string[]): string {
   const passwordFields = (autocomplete: string) => html`
-    <label>Password <input name="password" type="password" autocomplete="${autocomplete}" minlength="12">
-      <span class="hint muted small">At least 12 characters.</span><span class="field-error" data-error-for="password" hidden></span></label>
-    <label>Confirm password <input name="confirm" type="password" autocomplete="${autocomplete}">
+    <label>Password <input name="password" type="password" autocomplete="${autocomplete}" minlength="${MIN_PASSWORD_LENGTH}" maxlength="${MAX_PASSWORD_LENGTH}">
+      <span class="hint muted small">${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters, at least 5 different ones.</span><span class="field-error" data-error-for="password" hidden></span></label>
+    <label>Confirm password <input name="confirm" type="password" autocomplete="${autocomplete}" maxlength="${MAX_PASSWORD_LENGTH}">
       <span class="field-error" data-error-for="confirm" hidden></span></label>`
   const roleSelect = html`<select name="role"><option value="owner">owner: the projects listed</option><option value="operator">operator: every project and account</option></select>`
   return layout(
@@ -67,7 +64,7 @@ export function accountsPage(viewer: DashboardViewer, accounts: readonly Account
       <h2>New account</h2>
       <form id="create-user" class="account-form" novalidate>
         <div class="fields">
-          <label>Email <input name="email" type="text" inputmode="email" autocomplete="off" spellcheck="false" placeholder="dev@example.com">
+          <label>Email <input name="email" type="text" inputmode="email" autocomplete="off" spellcheck="false" maxlength="255" placeholder="dev@example.com">
             <span class="field-error" data-error-for="email" hidden></span></label>
           <label>Role ${roleSelect}<span class="field-error" data-error-for="role" hidden></span></label>
           ${passwordFields('new-password')}
@@ -101,6 +98,8 @@ export function accountsPage(viewer: DashboardViewer, accounts: readonly Account
       <form method="dialog" id="user-delete-form">
         <h2>Delete account</h2>
         <p data-slot="text"></p>
+        <label>Type the email to confirm <input name="typed" autocomplete="off" spellcheck="false">
+          <span class="field-error" data-error-for="typed" hidden></span></label>
         <p class="error" role="alert" hidden></p>
         <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary danger-fill">Delete</button></div>
       </form>

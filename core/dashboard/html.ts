@@ -44,3 +44,10 @@ export function raw(text: string): SafeHtml {
 export function formatNumber(value: number): string {
   return Math.round(value).toLocaleString('en-US')
 }
+
+/** A moment: the server writes UTC, the island rewrites it in the viewer's zone and relative ("in 42 min"); the full timestamp stays in `title`. */
+export function when(at: number | string): SafeHtml {
+  const iso = typeof at === 'number' ? new Date(at).toISOString() : at
+  return html`<time datetime="${iso}" title="${iso}">${iso.replace('T', ' ').slice(0, 16)} UTC</time>`
+}
+

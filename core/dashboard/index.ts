@@ -22,12 +22,15 @@ import type { LowBalanceMonitor } from '../alerts/low-balance.ts'
 import type { Project, ProjectDirectory } from '../projects.ts'
 import type { Store } from '../store/types.ts'
 import { serveAsset } from './assets.ts'
+import type { TrafficLog } from './traffic.ts'
+import { trafficExport } from './export.ts'
 import { accountRows, projectSummary } from './data.ts'
 import { accountsFragment, accountsPage } from './accounts-page.ts'
 import type { DashboardViewer } from './layout.ts'
 import {
   alertsFragment,
   alertsPage,
+  keysFragment,
   messagePage,
   operatorFragment,
   operatorPage,
@@ -55,6 +58,8 @@ export type DashboardAuth = (req: IncomingMessage) => Promise<DashboardSession |
 export interface DashboardDeps {
   store: Store
   alerts: LowBalanceMonitor
+  /** Answers and refusals per project and key (the gateway's pipeline feeds it). */
+  traffic?: TrafficLog
   projects(): ProjectDirectory
   auth: DashboardAuth
   /**
@@ -87,6 +92,14 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(JSON.stringify(body))
 }
 
+/**
+ * A person's browser opening the URL (not the island's fetch): errors then come as a page with a
+ * next step rather than the JSON the island reads.
+ */
+function navigation(req: IncomingMessage): boolean {
+  return req.headers['sec-fetch-mode'] === 'navigate' || (req.headers['sec-fetch-mode'] === undefined && /text\/html/.test(req.headers.accept ?? '') && !/json/.test(req.headers.accept ?? ''))
+}
+
 function redirect(res: ServerResponse, location: string): void {
   res.writeHead(303, { ...SECURITY_HEADERS, location })
   res.end()
@@ -101,8 +114,8 @@ function visible(session: DashboardSession, projects: ProjectDirectory): Project
  * Builds the /dashboard handler for core/admin.ts. Answers true when the path was the dashboard's.
  */
 export function dashboard(deps: DashboardDeps) {
-  const summary = (project: Project) => projectSummary({ store: deps.store, alerts: deps.alerts }, project)
-  const summaries = (projects: Project[]) => Promise.all(projects.map(summary))
+  const summary = (project: Project, options: { ledger?: boolean } = {}) => projectSummary({ store: deps.store, alerts: deps.alerts, traffic: deps.traffic }, project, options)
+  const summaries = (projects: Project[]) => Promise.all(projects.map((p) => summary(p)))
   const alertsOf = async (projects: Project[]) => {
     const lists = await Promise.all(projects.map((p) => deps.alerts.list(p.id, 50)))
     return lists.flat().sort((a, b) => (a.firedAt < b.firedAt ? 1 : a.firedAt > b.firedAt ? -1 : 0)).slice(0, 100)
@@ -120,7 +133,7 @@ export function dashboard(deps: DashboardDeps) {
     const fragment = path.startsWith('/dashboard/fragments/')
     if (!session) {
       // A page goes to the sign-in form; a fragment tells the island, which then does the same.
-      if (fragment) sendJson(res, 401, { error: { code: 'session_required', message: 'sign in again' } })
+      if (fragment && !navigation(req)) sendJson(res, 401, { error: { code: 'session_required', message: 'sign in again' } })
       else redirect(res, '/dashboard/sign-in')
       return true
     }
@@ -139,7 +152,7 @@ export function dashboard(deps: DashboardDeps) {
       const found = project(second)
       // Another user's project is answered as a missing one: nothing tells it exists.
       if (!found) sendHtml(res, 404, messagePage(session, 'Project not found', `There is no project ${second} you can see.`))
-      else sendHtml(res, 200, projectPage(session, await summary(found), found.features.workstation ? deps.workstationBase?.() : undefined))
+      else sendHtml(res, 200, projectPage(session, await summary(found, { ledger: true }), found.features.workstation ? deps.workstationBase?.() : undefined))
       return true
     }
     if (path === '/dashboard/operator') {
@@ -161,14 +174,26 @@ export function dashboard(deps: DashboardDeps) {
       if (second === 'projects' && third === undefined) return sendHtml(res, 200, projectsFragment(await summaries(mine)).text), true
       if (second === 'operator' && session.operator) return sendHtml(res, 200, operatorFragment(await summaries(mine), await alertsOf(mine)).text), true
       if (second === 'accounts' && third === undefined) {
-        if (!session.operator) return sendJson(res, 403, { error: OPERATOR_ONLY }), true
+        if (!session.operator) return navigation(req) ? sendHtml(res, 403, messagePage(session, 'Operators only', OPERATOR_ONLY_TEXT)) : sendJson(res, 403, { error: OPERATOR_ONLY }), true
         return sendHtml(res, 200, accountsFragment(session, await accountRows(deps.store)).text), true
       }
       if (second === 'alerts') return sendHtml(res, 200, alertsFragment(await alertsOf(mine)).text), true
       if (second === 'projects' && third !== undefined) {
         const found = project(third)
-        if (!found) return sendJson(res, 404, { error: { code: 'project_not_found', message: `project ${third} does not exist` } }), true
-        const data = await summary(found)
+        if (!found) {
+          if (navigation(req)) return sendHtml(res, 404, messagePage(session, 'Project not found', `There is no project ${third} you can see.`)), true
+          return sendJson(res, 404, { error: { code: 'project_not_found', message: `project ${third} does not exist` } }), true
+        }
+        if (fourth === 'keys' && segments.length === 4) return sendHtml(res, 200, keysFragment(await summary(found)).text), true
+        if ((fourth === 'traffic' || fourth === 'keys.csv' || fourth === 'keys.ndjson' || fourth === 'traffic.csv' || fourth === 'traffic.ndjson') && segments.length === 4) {
+          const file = trafficExport(found, await (deps.traffic?.read(found.id) ?? Promise.resolve({ hours: {}, keys: {} })), fourth)
+          if (file) {
+            res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': file.type, 'content-disposition': `attachment; filename="${file.name}"` })
+            res.end(file.body)
+            return true
+          }
+        }
+        const data = await summary(found, { ledger: fourth === undefined })
         if (fourth === 'chart.json') return sendJson(res, 200, data.chart), true
         if (fourth === undefined) return sendHtml(res, 200, projectFragment(data, session).text), true
       }

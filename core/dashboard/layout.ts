@@ -18,16 +18,43 @@ export interface DashboardViewer {
 /** Polling interval of the live regions and the chart, ms. */
 export const REFRESH_MS = 3000
 
+/**
+ * The one confirmation of destructive or irreversible actions (disable a key, rotate one, delete a
+ * workstation or an account): app.js fills the text and shows the grace choice or the field where
+ * the name must be typed, as the action needs.
+ */
+const confirmDialog = html`<dialog id="confirm-dialog" aria-labelledby="confirm-title">
+  <form method="dialog" id="confirm-form" novalidate>
+    <h2 id="confirm-title" data-slot="title">Are you sure?</h2>
+    <p data-slot="text"></p>
+    <label data-slot="grace" hidden>The old key keeps working for
+      <select name="grace">
+        <option value="0">no time: refuse it at once</option>
+        <option value="300">5 minutes</option>
+        <option value="3600" selected>1 hour</option>
+        <option value="86400">1 day</option>
+        <option value="604800">7 days</option>
+      </select></label>
+    <label data-slot="typed" hidden><span data-slot="typed-label">Type the name to confirm</span>
+      <input name="typed" autocomplete="off" spellcheck="false" aria-describedby="confirm-typed-error">
+      <span class="field-error" id="confirm-typed-error" data-error-for="typed" hidden></span></label>
+    <p class="error" role="alert" hidden></p>
+    <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary danger-fill" data-slot="confirm">Confirm</button></div>
+  </form>
+</dialog>`
+
 /** A whole page: `body` in the shared frame; `active` marks the navigation entry, `chart` loads uPlot. */
 export function layout(title: string, viewer: DashboardViewer | undefined, body: SafeHtml, options: { active?: string; chart?: boolean } = {}): string {
+  const link = (name: string, label: string) =>
+    html`<a href="/dashboard/${name}" class="${options.active === name ? 'active' : ''}" ${options.active === name ? html`aria-current="page"` : ''}>${label}</a>`
   const nav = viewer
-    ? html`<nav class="nav">
-        <a href="/dashboard/projects" class="${options.active === 'projects' ? 'active' : ''}">Projects</a>
-        ${viewer.operator ? html`<a href="/dashboard/operator" class="${options.active === 'operator' ? 'active' : ''}">Operator</a>` : ''}
-        <a href="/dashboard/alerts" class="${options.active === 'alerts' ? 'active' : ''}">Alerts</a>
-        ${viewer.operator ? html`<a href="/dashboard/accounts" class="${options.active === 'accounts' ? 'active' : ''}">Accounts</a>` : ''}
+    ? html`<nav class="nav" aria-label="Main">
+        ${link('projects', 'Projects')}
+        ${viewer.operator ? link('operator', 'Operator') : ''}
+        ${link('alerts', 'Alerts')}
+        ${viewer.operator ? link('accounts', 'Accounts') : ''}
       </nav>
-      <div class="who"><span class="user">${viewer.user}</span>${viewer.operator ? html`<span class="chip">operator</span>` : ''}
+      <div class="who"><span class="user clip" title="${viewer.user}">${viewer.user}</span>${viewer.operator ? html`<span class="chip">operator</span>` : ''}
         <button type="button" class="link" data-action="sign-out">Sign out</button></div>`
     : ''
   return html`<!doctype html>
@@ -44,8 +71,11 @@ ${options.chart ? html`<link rel="stylesheet" href="/dashboard/assets/uPlot.min.
 <script src="/dashboard/assets/app.js" defer></script>
 </head>
 <body>
-<header class="top"><a class="brand" href="/dashboard"><span class="logo">◆</span> tollgate</a>${nav}</header>
-<main>${body}</main>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top"><a class="brand" href="/dashboard"><span class="logo" aria-hidden="true">◆</span> tollgate</a>${nav}</header>
+<main id="main" tabindex="-1">${body}</main>
+<div id="announcer" class="sr-only" aria-live="polite" aria-atomic="true"></div>
+${viewer ? confirmDialog : ''}
 </body>
 </html>`.text
 }

@@ -4,9 +4,13 @@
  * the uPlot chart and send the admin API calls of buttons and dialogs.
  */
 import type { AlertRecord } from '../alerts/low-balance.ts'
-import type { ProjectSummary, RouteStat } from './data.ts'
-import { formatNumber, html, type SafeHtml } from './html.ts'
+import type { BalanceView, ProjectSummary, RouteStat } from './data.ts'
+import { ROTATED_LABEL } from '../settings-admin-input.ts'
+import { SCOPES } from '../projects.ts'
+import { formatNumber, html, when, type SafeHtml } from './html.ts'
+export { when } from './html.ts'
 import { layout, REFRESH_MS, type DashboardViewer } from './layout.ts'
+import { MAX_PASSWORD_LENGTH } from '../accounts/password.ts'
 
 const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSpace' | 'tee' | 'workstation'; label: string; help: string; operatorOnly: boolean }[] = [
   { key: 'proveBatch', label: 'ZK Prove Batch', help: 'Batched proofs on /prove-batch', operatorOnly: false },
@@ -23,21 +27,32 @@ export function signInPage(): string {
     undefined,
     html`<section class="signin card">
       <h1>Sign in</h1>
-      <p class="muted">Use your tollgate account. Operators create accounts with <code>tollgate user add</code> or the admin API (<code>POST /admin/users</code>).</p>
-      <form id="sign-in" autocomplete="on">
-        <label>Email <input name="email" type="email" autocomplete="username" required autofocus></label>
-        <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
-        <p class="error" role="alert" hidden></p>
+      <p class="muted">Use your tollgate account. Operators create accounts on the Accounts page, with <code>tollgate user add</code> or the admin API.</p>
+      <form id="sign-in" autocomplete="on" novalidate>
+        <label>Email <input name="email" type="email" autocomplete="username" maxlength="255" required autofocus aria-describedby="sign-in-error"></label>
+        <label>Password <input name="password" type="password" autocomplete="current-password" maxlength="${MAX_PASSWORD_LENGTH}" required aria-describedby="sign-in-error"></label>
+        <p class="error" id="sign-in-error" role="alert" hidden></p>
         <button type="submit" class="primary">Sign in</button>
       </form>
     </section>`,
   )
 }
 
-function meter(percent: number): SafeHtml {
+function meter(percent: number, label: string): SafeHtml {
   const level = percent <= 10 ? 'low' : percent <= 30 ? 'warn' : 'ok'
   // A <meter> styles itself without inline style attributes (CSP: no 'unsafe-inline').
-  return html`<meter class="meter ${level}" min="0" max="100" low="10.01" high="30.01" optimum="100" value="${percent.toFixed(1)}">${percent.toFixed(0)}%</meter>`
+  return html`<meter class="meter ${level}" min="0" max="100" low="10.01" high="30.01" optimum="100" value="${percent.toFixed(1)}" aria-label="${label}: ${percent.toFixed(0)}% left">${percent.toFixed(0)}%</meter>`
+}
+
+/** What a balance is made of, in the ledger's terms. */
+function creditsBreakdown(balance: BalanceView): SafeHtml {
+  return html`<dl class="ledger-terms small">
+    <div><dt>Allocation</dt><dd>${formatNumber(balance.allocation)}</dd></div>
+    <div><dt>Granted</dt><dd>${formatNumber(balance.granted)}</dd></div>
+    <div><dt>Used</dt><dd>${formatNumber(balance.used)}</dd></div>
+    ${balance.pending !== undefined ? html`<div><dt>Pending</dt><dd>${formatNumber(balance.pending)}</dd></div>` : ''}
+    <div><dt>Left</dt><dd>${formatNumber(balance.remaining)}</dd></div>
+  </dl>`
 }
 
 function featureBadges(summary: ProjectSummary): SafeHtml {
@@ -48,14 +63,15 @@ function featureBadges(summary: ProjectSummary): SafeHtml {
 function projectCard(summary: ProjectSummary): SafeHtml {
   const { project, balance, window } = summary
   return html`<a class="card project-card" href="/dashboard/projects/${encodeURIComponent(project.id)}" data-project="${project.id}">
-    <div class="card-head"><h2>${project.name}</h2><span class="chip">${project.plan}</span></div>
-    <div class="muted small">${project.id}</div>
+    <div class="card-head"><h2 class="clip" title="${project.name}">${project.name}</h2><span class="chip">${project.plan}</span></div>
+    <div class="muted small clip" title="${project.id}">${project.id}</div>
     <div class="credits-line"><span class="big" data-field="credits-left">${formatNumber(balance.remaining)}</span>
-      <span class="muted">of ${formatNumber(balance.allocation)} credits left · ${balance.period}</span></div>
-    ${meter(balance.percentLeft)}
+      <span class="muted">left of ${formatNumber(balance.total)} credits · ${balance.period}</span></div>
+    ${meter(balance.percentLeft, 'Credits')}
+    <div class="muted small">${formatNumber(balance.allocation)} allocation + ${formatNumber(balance.granted)} granted − ${formatNumber(balance.used)} used</div>
     <dl class="mini">
       <div><dt>Requests 24 h</dt><dd>${formatNumber(window.requests)}</dd></div>
-      <div><dt>Errors</dt><dd class="${window.errors ? 'bad' : ''}">${formatNumber(window.errors)}</dd></div>
+      <div><dt>Refused</dt><dd class="${summary.traffic.refusals ? 'bad' : ''}">${formatNumber(summary.traffic.refusals)}</dd></div>
       <div><dt>Credits 24 h</dt><dd>${formatNumber(window.credits)}</dd></div>
     </dl>
     <div class="badges">${featureBadges(summary)}</div>
@@ -64,7 +80,7 @@ function projectCard(summary: ProjectSummary): SafeHtml {
 
 /** The project grid (live fragment). */
 export function projectsFragment(summaries: readonly ProjectSummary[]): SafeHtml {
-  if (summaries.length === 0) return html`<p class="empty card">No projects yet. Projects come from gateway.yaml or <code>POST /admin/projects</code>.</p>`
+  if (summaries.length === 0) return html`<p class="empty card">No projects yet. An operator creates one with New project above (or in gateway.yaml).</p>`
   return html`<div class="grid">${summaries.map(projectCard)}</div>`
 }
 
@@ -73,6 +89,9 @@ export function projectsPage(viewer: DashboardViewer, summaries: readonly Projec
     'Projects',
     viewer,
     html`<div class="page-head"><h1>Projects</h1><span class="muted small live-note">updates every ${REFRESH_MS / 1000} s</span></div>
+    <p class="error" id="action-error" role="alert" hidden></p>
+    <p class="notice" id="action-notice" role="status" hidden></p>
+    ${viewer.operator ? newProjectCard() : ''}
     <div data-live="/dashboard/fragments/projects">${projectsFragment(summaries)}</div>`,
     { active: 'projects' },
   )
@@ -84,87 +103,157 @@ function statusBreakdown(summary: ProjectSummary): SafeHtml {
   if (total === 0) return html`<p class="muted">No requests in the last 24 hours.</p>`
   return html`<ul class="bars">${classes.map((c) => {
     const n = summary.statusClasses[c]!
-    return html`<li><span class="label">${c}</span><meter class="bar s${c}" min="0" max="${total}" value="${n}"></meter><span class="num">${formatNumber(n)}</span><span class="muted small">${((n / total) * 100).toFixed(1)}%</span></li>`
+    return html`<li><span class="label">${c}</span><meter class="bar s${c}" min="0" max="${total}" value="${n}" aria-label="${c}: ${n} of ${total}"></meter><span class="num">${formatNumber(n)}</span><span class="muted small">${((n / total) * 100).toFixed(1)}%</span></li>`
   })}</ul>`
+}
+
+/** What a refusal means for this project, in words (the stable code stays beside it). */
+export function refusalReason(answer: string, project: ProjectSummary['project']): string {
+  const [status, code] = answer.split(' ')
+  switch (code) {
+    case 'wrong_scope':
+      return `The route needs a scope this project lacks (its scopes: ${[...project.scopes].join(', ') || 'none'}).`
+    case 'wrong_plan':
+      return `The route is for another plan (this project is on ${project.plan}).`
+    case 'feature_disabled':
+      return 'A feature the route needs is off for this project (see Features).'
+    case 'credits_exhausted':
+      return 'No credits left this period: top up or raise the allocation.'
+    case 'rate_limited':
+      return 'Over the rate limit of the route or the plan.'
+    case 'forbidden':
+      return 'Refused by the route’s access rules.'
+    case 'missing_api_key':
+    case 'invalid_api_key':
+      return 'No usable key: missing, unknown, disabled or expired.'
+  }
+  if (status === '401') return 'The credential was refused.'
+  if (status === '402') return 'Payment or credits required.'
+  if (status === '403') return 'Not allowed for this project or key.'
+  if (status === '429') return 'Too many requests.'
+  return ''
+}
+
+/** Answers of the last 24 h by status and refusal code, the refusals explained. */
+function answersTable(summary: ProjectSummary): SafeHtml {
+  const { answers } = summary.traffic
+  if (answers.length === 0) return html`<p class="muted">No answers in the last 24 hours.</p>`
+  return scroller('Answers by status and refusal code', html`<table class="table answers">
+    <thead><tr><th>Answer</th><th>Why</th><th class="r">Count</th></tr></thead>
+    <tbody>${answers.map((a) => html`<tr data-answer="${a.answer}" class="${a.refusal ? 'refusal' : ''}"><td><code>${a.answer}</code>${a.refusal ? html` <span class="chip off">refused</span>` : ''}</td>
+      <td class="small">${a.refusal ? refusalReason(a.answer, summary.project) : ''}</td><td class="r">${formatNumber(a.count)}</td></tr>`)}</tbody></table>`)
+}
+
+/** A table that scrolls inside its card on a narrow screen (the page itself never scrolls sideways). */
+function scroller(label: string, table: SafeHtml): SafeHtml {
+  return html`<div class="table-wrap" role="region" aria-label="${label}" tabindex="0">${table}</div>`
 }
 
 function routesTable(routes: readonly RouteStat[]): SafeHtml {
   if (routes.length === 0) return html`<p class="muted">No traffic yet.</p>`
-  return html`<table class="table">
+  return scroller('Busiest routes', html`<table class="table">
     <thead><tr><th>Route</th><th>API type</th><th class="r">Requests</th><th class="r">Errors</th><th class="r">Mean</th><th class="r">Slowest</th></tr></thead>
     <tbody>${routes.slice(0, 8).map(
       (r) => html`<tr><td><code>${r.route}</code></td><td>${r.apiType}</td><td class="r">${formatNumber(r.requests)}</td>
         <td class="r ${r.errors ? 'bad' : ''}">${formatNumber(r.errors)}</td><td class="r">${r.meanLatencyMs.toFixed(1)} ms</td><td class="r">${r.maxLatencyMs.toFixed(0)} ms</td></tr>`,
-    )}</tbody></table>`
+    )}</tbody></table>`)
 }
 
-function keysTable(summary: ProjectSummary): SafeHtml {
+/**
+ * The keys, by label (a rotation's leftover sorts right after its successor, and rows keep their
+ * place after an action). A leftover in its grace period offers no Rotate or Disable: it expires on
+ * its own, and the API refuses to rotate it (409 key_in_grace).
+ */
+export function keysFragment(summary: ProjectSummary): SafeHtml {
   const { project } = summary
-  if (project.keys.length === 0) return html`<p class="muted">No keys.</p>`
+  if (project.keys.length === 0) return html`<p class="muted">No keys yet: create one below.</p>`
   const now = Date.now()
-  return html`<table class="table keys">
-    <thead><tr><th>Label</th><th>State</th><th>Expires</th><th></th></tr></thead>
-    <tbody>${project.keys.map((key) => {
+  const keys = [...project.keys].sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0))
+  return scroller('Keys', html`<table class="table keys">
+    <thead><tr><th>Label</th><th>State</th><th>Expires</th><th class="r">Requests</th><th class="r">Refused</th><th>Last used</th><th><span class="sr-only">Actions</span></th></tr></thead>
+    <tbody>${keys.map((key) => {
       const expired = key.expiresAt !== undefined && key.expiresAt <= now
-      const state = key.disabled ? html`<span class="chip off">disabled</span>` : expired ? html`<span class="chip off">expired</span>` : html`<span class="chip on">active</span>`
-      return html`<tr data-key="${key.label}"><td><code>${key.label}</code></td><td>${state}</td>
-        <td>${key.expiresAt === undefined ? html`<span class="muted">never</span>` : new Date(key.expiresAt).toISOString().replace('.000Z', 'Z')}</td>
-        <td class="actions">
-          <button type="button" data-action="rotate-key" data-label="${key.label}" ${key.disabled ? 'disabled' : ''}>Rotate</button>
+      const tally = summary.traffic.keys[key.label]
+      const grace = !expired && !key.disabled && ROTATED_LABEL.test(key.label)
+      const state = key.disabled
+        ? html`<span class="chip off">disabled</span>`
+        : expired
+          ? html`<span class="chip off">expired</span>`
+          : grace
+            ? html`<span class="chip warn">grace period</span>`
+            : html`<span class="chip on">active</span>`
+      const actions = grace || expired
+        ? html`<span class="muted small">${grace ? 'expires on its own' : ''}</span>`
+        : html`<button type="button" data-action="rotate-key" data-label="${key.label}" ${key.disabled ? 'disabled' : ''} aria-label="Rotate ${key.label}">Rotate</button>
           ${key.disabled
-            ? html`<button type="button" data-action="enable-key" data-label="${key.label}">Enable</button>`
-            : html`<button type="button" class="danger" data-action="disable-key" data-label="${key.label}">Disable</button>`}
-        </td></tr>`
-    })}</tbody></table>`
+            ? html`<button type="button" data-action="enable-key" data-label="${key.label}" aria-label="Enable ${key.label}">Enable</button>`
+            : html`<button type="button" class="danger" data-action="disable-key" data-label="${key.label}" aria-label="Disable ${key.label}">Disable</button>`}`
+      return html`<tr data-key="${key.label}"><td class="label-cell"><code title="${key.label}">${key.label}</code></td><td>${state}</td>
+        <td>${key.expiresAt === undefined ? html`<span class="muted">never</span>` : when(key.expiresAt)}</td>
+        <td class="r" data-field="key-requests"><span class="phone-only muted small">Requests </span>${formatNumber(tally?.requests ?? 0)}</td>
+        <td class="r ${tally?.refusals ? 'bad' : ''}" data-field="key-refusals"><span class="phone-only muted small">Refused </span>${formatNumber(tally?.refusals ?? 0)}</td>
+        <td><span class="phone-only muted small">Last used </span>${tally?.lastUsed ? when(tally.lastUsed) : html`<span class="muted">not used</span>`}</td>
+        <td class="actions">${actions}</td></tr>`
+    })}</tbody></table>`)
 }
 
 function featureToggles(summary: ProjectSummary, viewer: DashboardViewer): SafeHtml {
   return html`<ul class="features">${FEATURES.map((f) => {
     const on = summary.project.features[f.key]
     const locked = f.operatorOnly && !viewer.operator
-    return html`<li><div><strong>${f.label}</strong><div class="muted small">${f.help}${f.operatorOnly ? ' · operator only' : ''}</div></div>
-      <button type="button" class="switch ${on ? 'on' : ''}" role="switch" aria-checked="${on ? 'true' : 'false'}" data-action="toggle-feature"
+    return html`<li><div><strong id="feature-${f.key}">${f.label}</strong><div class="muted small">${f.help}${f.operatorOnly ? ' · operator only' : ''}</div></div>
+      <button type="button" class="switch ${on ? 'on' : ''}" role="switch" aria-checked="${on ? 'true' : 'false'}" aria-labelledby="feature-${f.key}" data-action="toggle-feature"
         data-feature="${f.key}" data-label="${f.label}" data-next="${on ? 'false' : 'true'}" ${locked ? 'disabled' : ''}><span></span><em>${on ? 'On' : 'Off'}</em></button></li>`
   })}</ul>`
 }
 
-/** Alert rows (project page, alerts page and operator view). */
+/** Alert rows (project page, alerts page and operator view); every delivery attempt is readable without hovering. */
 export function alertsList(alerts: readonly AlertRecord[], withProject: boolean): SafeHtml {
   if (alerts.length === 0) return html`<p class="muted">No low-balance alerts.</p>`
-  return html`<table class="table alerts">
+  return scroller('Low-balance alerts', html`<table class="table alerts">
     <thead><tr><th>Fired</th>${withProject ? html`<th>Project</th>` : ''}<th>Threshold</th><th class="r">Left</th><th>Delivery</th><th>Attempts</th></tr></thead>
     <tbody>${alerts.map((a) => {
       const threshold = a.threshold.percent !== undefined ? `${a.threshold.percent}% left` : `${formatNumber(a.threshold.remaining ?? 0)} left`
       const chip = a.state === 'delivered' ? 'on' : a.state === 'failed' ? 'off' : 'warn'
-      return html`<tr><td>${a.firedAt.replace('T', ' ').slice(0, 19)}</td>${withProject ? html`<td><a href="/dashboard/projects/${encodeURIComponent(a.projectId)}">${a.projectId}</a></td>` : ''}
+      return html`<tr><td>${when(a.firedAt)}</td>${withProject ? html`<td><a href="/dashboard/projects/${encodeURIComponent(a.projectId)}">${a.projectId}</a></td>` : ''}
         <td>${threshold} <span class="muted small">(${a.period})</span></td><td class="r">${formatNumber(a.balance.remaining)}</td>
         <td><span class="chip ${chip}">${a.state}</span></td>
-        <td class="attempts">${a.attempts.map((t) => html`<span class="attempt ${t.error ? 'bad' : 'good'}" title="${t.at}${t.error ? ' · ' + t.error : ''}">${t.status ?? '×'}</span>`)}</td></tr>`
-    })}</tbody></table>`
+        <td><ol class="attempts">${a.attempts.map((t) => html`<li><span class="attempt ${t.error ? 'bad' : 'good'}">${t.status ?? 'no answer'}</span> ${when(t.at)}${t.error ? html` <span class="small">${t.error}</span>` : ''}</li>`)}</ol></td></tr>`
+    })}</tbody></table>`)
 }
 
 /** Everything of a project page that changes by itself (live fragment). */
 export function projectFragment(summary: ProjectSummary, viewer: DashboardViewer): SafeHtml {
   const { balance, window } = summary
-  const errorRate = window.requests ? (window.errors / window.requests) * 100 : 0
-  return html`<section class="tiles">
+  // Every answer counts when the tally has them (a refused request is an error to its client).
+  const answered = summary.traffic.total || window.requests
+  const failed = summary.traffic.total ? summary.traffic.failed : window.errors
+  const errorRate = answered ? (failed / answered) * 100 : 0
+  const workstation = summary.project.features.workstation || window.workstationMinutes > 0
+  return html`<section class="tiles" aria-label="Figures">
       <div class="card tile credits"><div class="muted small">Credits left · ${balance.period}</div>
-        <div class="big" data-field="credits-left">${formatNumber(balance.remaining)}</div>
-        ${meter(balance.percentLeft)}
-        <div class="muted small">${formatNumber(balance.used)} used of ${formatNumber(balance.allocation)}</div></div>
-      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big" data-field="requests">${formatNumber(window.requests)}</div></div>
+        <div class="big" data-announce="Credits left" data-field="credits-left">${formatNumber(balance.remaining)}</div>
+        ${meter(balance.percentLeft, 'Credits')}
+        ${creditsBreakdown(balance)}</div>
+      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big" data-announce="Requests in 24 hours" data-field="requests">${formatNumber(window.requests)}</div>
+        <div class="muted small">metered${summary.traffic.total ? html`; ${formatNumber(summary.traffic.total)} answers in all` : ''}</div></div>
+      <div class="card tile"><div class="muted small">Refused · 24 h</div><div class="big ${summary.traffic.refusals ? 'bad' : ''}" data-field="refusals" data-announce="Refused in 24 hours">${formatNumber(summary.traffic.refusals)}</div>
+        <div class="muted small">401, 402, 403 and 429 answers</div></div>
       <div class="card tile"><div class="muted small">Credits spent · 24 h</div><div class="big">${formatNumber(window.credits)}</div></div>
       <div class="card tile"><div class="muted small">Error rate · 24 h</div><div class="big ${errorRate > 5 ? 'bad' : ''}">${errorRate.toFixed(1)}%</div>
-        <div class="muted small">${formatNumber(window.errors)} errors</div></div>
+        <div class="muted small">${formatNumber(failed)} of ${formatNumber(answered)} answers failed or refused</div></div>
+      ${workstation ? html`<div class="card tile"><div class="muted small">Workstation minutes · 24 h</div><div class="big" data-field="workstation-minutes">${formatNumber(window.workstationMinutes)}</div></div>` : ''}
     </section>
     <section class="cols">
-      <div class="card"><h2>Answers by status class</h2>${statusBreakdown(summary)}</div>
+      <div class="card"><h2>Answers by status class · 24 h</h2>${statusBreakdown(summary)}</div>
       <div class="card"><h2>Busiest routes</h2>${routesTable(summary.routes)}</div>
     </section>
-    <section class="cols">
-      <div class="card"><h2>Keys</h2>${keysTable(summary)}</div>
-      <div class="card"><h2>Features</h2>${featureToggles(summary, viewer)}</div>
-    </section>
+    <section class="card" id="answers"><div class="card-head"><h2>Answers by status and refusal code · 24 h</h2>
+      <span class="small">Export: <a href="/dashboard/fragments/projects/${encodeURIComponent(summary.project.id)}/traffic.csv" download>CSV</a> ·
+        <a href="/dashboard/fragments/projects/${encodeURIComponent(summary.project.id)}/traffic.ndjson" download>NDJSON</a> ·
+        <a href="/dashboard/fragments/projects/${encodeURIComponent(summary.project.id)}/keys.csv" download>keys CSV</a></span></div>
+      ${answersTable(summary)}</section>
+    <section class="card"><h2>Features</h2>${featureToggles(summary, viewer)}</section>
     <section class="card"><h2>Low-balance alerts</h2>${alertsList(summary.alerts, false)}</section>`
 }
 
@@ -193,45 +282,51 @@ export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, wo
   return layout(
     project.name,
     viewer,
-    html`<div class="page-head" data-project-id="${project.id}">
-      <div><a class="muted small" href="/dashboard/projects">← Projects</a><h1>${project.name} <span class="chip">${project.plan}</span></h1>
-        <div class="muted small">${project.id} · scopes: ${[...project.scopes].join(', ') || 'none'}</div></div>
+    html`<div class="page-head" data-project-id="${project.id}" data-project-name="${project.name}">
+      <div class="head-text"><a class="small" href="/dashboard/projects">← Projects</a><h1 class="wrap">${project.name} <span class="chip">${project.plan}</span></h1>
+        <div class="muted small wrap">${project.id} · scopes: ${[...project.scopes].join(', ') || 'none'}</div></div>
       <span class="muted small live-note">updates every ${REFRESH_MS / 1000} s</span>
     </div>
     <p class="error" id="action-error" role="alert" hidden></p>
+    <p class="notice" id="action-notice" role="status" hidden></p>
+    ${viewer.operator ? projectSettingsCard(summary) : ''}
     <section class="card chart-card">
-      <div class="card-head"><h2>Requests per API type · last 24 h</h2>
+      <div class="card-head"><h2>Requests per API type and refusals · last 24 h</h2>
         <a class="small" href="/admin/projects/${id}/usage?granularity=hour&amp;by=route&amp;format=csv" download>CSV</a></div>
-      <div id="usage-chart" data-src="/dashboard/fragments/projects/${id}/chart.json"></div>
+      <div id="usage-chart" data-src="/dashboard/fragments/projects/${id}/chart.json" role="img" aria-label="Requests per hour and API type, and refused answers per reason, over the last 24 hours"></div>
     </section>
     ${workstationBase !== undefined ? workstationCard(project.id, workstationBase) : ''}
-    <div data-live="/dashboard/fragments/projects/${id}">${projectFragment(summary, viewer)}</div>
-    <section class="card" id="credit-ledger" data-src="/admin/projects/${id}/credits/ledger" hidden>
-      <h2>Credit ledger · this period</h2>
-      <table class="table"><thead><tr><th>Entry</th><th>Detail</th><th class="r">Credits</th></tr></thead><tbody></tbody></table>
-    </section>
-    <section class="card">
-      <h2>New key</h2>
-      <form id="create-key" class="inline" data-project="${project.id}">
-        <label>Label <input name="label" required pattern="[a-zA-Z0-9_.:\\-]{1,64}" placeholder="e.g. backend-prod"></label>
+    <section class="card" id="keys">
+      <h2>Keys</h2>
+      <div data-live="/dashboard/fragments/projects/${id}/keys">${keysFragment(summary)}</div>
+      <form id="create-key" class="inline" data-project="${project.id}" novalidate>
+        <label>New key label <input name="label" required maxlength="64" pattern="[a-zA-Z0-9_.:\-]{1,64}" placeholder="e.g. backend-prod" aria-describedby="label-rule">
+          <span class="hint muted small" id="label-rule">1 to 64 letters, digits, _ . : or -</span></label>
         <button type="submit" class="primary">Create key</button>
         <p class="error" role="alert" hidden></p>
       </form>
     </section>
-    <dialog id="password-dialog">
+    <div data-live="/dashboard/fragments/projects/${id}">${projectFragment(summary, viewer)}</div>
+    <section class="card" id="credit-ledger" data-src="/admin/projects/${id}/credits/ledger" hidden>
+      <h2>Credit ledger · this period</h2>
+      <div class="table-wrap" role="region" aria-label="Credit ledger" tabindex="0">
+      <table class="table"><thead><tr><th>Entry</th><th>Detail</th><th class="r">Credits</th></tr></thead><tbody></tbody></table></div>
+    </section>
+    <dialog id="password-dialog" aria-labelledby="password-title">
       <form method="dialog" id="password-form">
-        <h2 data-slot="title">Confirm</h2>
+        <h2 data-slot="title" id="password-title">Confirm</h2>
         <p class="muted" data-slot="text"></p>
-        <label>Your password <input name="password" type="password" autocomplete="current-password" required></label>
+        <label>Your password <input name="password" type="password" autocomplete="current-password" maxlength="${MAX_PASSWORD_LENGTH}" required></label>
         <p class="error" role="alert" hidden></p>
         <div class="buttons"><button type="button" data-action="close-dialog">Cancel</button><button type="submit" class="primary">Confirm</button></div>
       </form>
     </dialog>
-    <dialog id="key-dialog">
+    <dialog id="key-dialog" aria-labelledby="key-title">
       <div class="dialog-body">
-        <h2>Copy your new key</h2>
+        <h2 id="key-title">Copy your new key</h2>
         <p class="muted">It is shown once; tollgate keeps only its hash.</p>
         <pre class="secret" data-slot="key"></pre>
+        <div class="buttons copy-row"><button type="button" data-action="copy-key">Copy key</button><span class="copied small" data-slot="copied" role="status"></span></div>
         <p class="muted small" data-slot="note"></p>
         <div class="buttons"><button type="button" class="primary" data-action="close-dialog">Done</button></div>
       </div>
@@ -248,24 +343,87 @@ export function operatorFragment(summaries: readonly ProjectSummary[], alerts: r
     total.errors += s.window.errors
     total.credits += s.window.credits
   }
-  const low = summaries.filter((s) => s.balance.allocation > 0 && s.balance.percentLeft <= 20).length
-  return html`<section class="tiles">
+  const low = summaries.filter((s) => s.balance.total > 0 && s.balance.percentLeft <= 20).length
+  return html`<section class="tiles" aria-label="Totals">
       <div class="card tile"><div class="muted small">Projects</div><div class="big">${summaries.length}</div></div>
       <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big">${formatNumber(total.requests)}</div></div>
       <div class="card tile"><div class="muted small">Errors · 24 h</div><div class="big ${total.errors ? 'bad' : ''}">${formatNumber(total.errors)}</div></div>
       <div class="card tile"><div class="muted small">Below 20% credits</div><div class="big ${low ? 'bad' : ''}">${low}</div></div>
     </section>
     <section class="card"><h2>All projects</h2>
-    <table class="table">
-      <thead><tr><th>Project</th><th>Plan</th><th>Credits left</th><th class="r">Requests 24 h</th><th class="r">Errors</th><th class="r">Credits 24 h</th><th>Features</th></tr></thead>
+    ${scroller('All projects', html`<table class="table">
+      <thead><tr><th>Project</th><th>Plan</th><th>Credits left</th><th class="r">Requests 24 h</th><th class="r">Errors</th><th class="r">Refused</th><th class="r">Credits 24 h</th><th>Features</th></tr></thead>
       <tbody>${summaries.map(
-        (s) => html`<tr><td><a href="/dashboard/projects/${encodeURIComponent(s.project.id)}">${s.project.name}</a> <span class="muted small">${s.project.id}</span></td>
-          <td>${s.project.plan}</td><td class="meter-cell">${meter(s.balance.percentLeft)} <span class="small">${formatNumber(s.balance.remaining)} / ${formatNumber(s.balance.allocation)}</span></td>
+        (s) => html`<tr><td class="name-cell"><a href="/dashboard/projects/${encodeURIComponent(s.project.id)}" class="clip" title="${s.project.name}">${s.project.name}</a> <span class="muted small clip" title="${s.project.id}">${s.project.id}</span></td>
+          <td>${s.project.plan}</td><td class="meter-cell">${meter(s.balance.percentLeft, `Credits of ${s.project.id}`)} <span class="small">${formatNumber(s.balance.remaining)} / ${formatNumber(s.balance.total)}</span></td>
           <td class="r">${formatNumber(s.window.requests)}</td><td class="r ${s.window.errors ? 'bad' : ''}">${formatNumber(s.window.errors)}</td>
+          <td class="r ${s.traffic.refusals ? 'bad' : ''}">${formatNumber(s.traffic.refusals)}</td>
           <td class="r">${formatNumber(s.window.credits)}</td><td>${featureBadges(s)}</td></tr>`,
       )}</tbody>
-    </table></section>
+    </table>`)}</section>
     <section class="card"><h2>Latest alerts</h2>${alertsList(alerts.slice(0, 10), true)}</section>`
+}
+
+/** Checkboxes of the scopes a project may have (the API's SCOPES). */
+function scopePicker(checked: ReadonlySet<string>): SafeHtml {
+  return html`<fieldset class="picker" data-field="scopes"><legend>Scopes</legend>
+    <div class="checks">${SCOPES.map((scope) => html`<label class="check"><input type="checkbox" name="scopes" value="${scope}" ${checked.has(scope) ? 'checked' : ''}> <code>${scope}</code></label>`)}</div>
+    <p class="field-error" data-error-for="scopes" hidden></p></fieldset>`
+}
+
+/** A field with its rule under it and the slot its refusal goes to. */
+function field(label: string, name: string, input: SafeHtml, rule?: string): SafeHtml {
+  return html`<label>${label} ${input}${rule ? html`<span class="hint muted small" id="rule-${name}">${rule}</span>` : ''}
+    <span class="field-error" data-error-for="${name}" hidden></span></label>`
+}
+
+/** The plan, scopes and credits of a project as form fields (new project, project settings). */
+function projectFields(values: { name: string; plan: string; scopes: ReadonlySet<string>; allocation: number; period: string; refill?: { interval: string; day?: number } }): SafeHtml {
+  const refill = values.refill ? (values.refill.interval === 'day' ? 'day' : 'month') : 'none'
+  return html`<div class="fields">
+      ${field('Name', 'name', html`<input name="name" maxlength="200" value="${values.name}" aria-describedby="rule-name">`, '1 to 200 characters')}
+      ${field('Plan', 'plan', html`<input name="plan" maxlength="64" value="${values.plan}" spellcheck="false" aria-describedby="rule-plan">`, '1 to 64 letters, digits, _ . or -')}
+      ${field('Credit allocation', 'credits.allocation', html`<input name="allocation" type="number" min="0" step="1" inputmode="numeric" value="${values.allocation}" aria-describedby="rule-credits.allocation">`, 'Credits per period, an integer from 0')}
+      ${field('Billing period', 'credits.period', html`<select name="period">${['hour', 'day', 'month'].map((p) => html`<option value="${p}" ${values.period === p ? 'selected' : ''}>${p}</option>`)}</select>`)}
+      ${field('Refill schedule', 'credits.refill', html`<select name="refill">
+        <option value="none" ${refill === 'none' ? 'selected' : ''}>with the billing period</option>
+        <option value="day" ${refill === 'day' ? 'selected' : ''}>every day</option>
+        <option value="month" ${refill === 'month' ? 'selected' : ''}>every month on a day</option></select>`)}
+      ${field('Refill day of the month', 'credits.refill.day', html`<input name="refillDay" type="number" min="1" max="31" step="1" inputmode="numeric" value="${values.refill?.day ?? ''}" aria-describedby="rule-credits.refill.day">`, '1 to 31, for a monthly refill')}
+    </div>
+    ${scopePicker(values.scopes)}`
+}
+
+/** Operators' settings of one project: plan, scopes, allocation and refill, and a credit top-up (admin API calls from app.js). */
+function projectSettingsCard(summary: ProjectSummary): SafeHtml {
+  const { project } = summary
+  return html`<details class="card settings" id="project-settings">
+    <summary><h2>Settings and credits</h2><span class="muted small">operator</span></summary>
+    <form id="project-form" class="account-form" data-project="${project.id}" novalidate>
+      ${projectFields({ name: project.name, plan: project.plan, scopes: project.scopes, allocation: project.credits.allocation, period: project.credits.period, refill: project.credits.refill ?? undefined })}
+      <p class="error" role="alert" hidden></p>
+      <button type="submit" class="primary">Save settings</button>
+    </form>
+    <form id="top-up-form" class="inline top-up" data-project="${project.id}" novalidate>
+      ${field('Top up credits', 'amount', html`<input name="amount" type="number" min="1" step="1" inputmode="numeric" required aria-describedby="rule-amount">`, 'An integer from 1; counts in this period only')}
+      ${field('Reason', 'reason', html`<input name="reason" maxlength="64" placeholder="e.g. support-ticket-42" aria-describedby="rule-reason">`, 'Optional, 1 to 64 printable ASCII characters')}
+      <button type="submit" class="primary">Top up</button>
+      <p class="error" role="alert" hidden></p>
+    </form>
+  </details>`
+}
+
+/** The operators' New project form (Projects page). */
+function newProjectCard(): SafeHtml {
+  return html`<details class="card settings" id="new-project">
+    <summary><h2>New project</h2></summary>
+    <form id="create-project" class="account-form" novalidate>
+      <div class="fields">${field('Project id', 'id', html`<input name="id" maxlength="64" spellcheck="false" autocomplete="off" aria-describedby="rule-id">`, '1 to 64 letters, digits, _ . or -; cannot change later')}</div>
+      ${projectFields({ name: '', plan: 'standard', scopes: new Set(), allocation: 0, period: 'month' })}
+      <p class="error" role="alert" hidden></p>
+      <button type="submit" class="primary">Create project</button>
+    </form>
+  </details>`
 }
 
 export function operatorPage(viewer: DashboardViewer, summaries: readonly ProjectSummary[], alerts: readonly AlertRecord[]): string {
@@ -287,13 +445,28 @@ export function alertsPage(viewer: DashboardViewer, alerts: readonly AlertRecord
     'Alerts',
     viewer,
     html`<div class="page-head"><h1>Low-balance alerts</h1><span class="muted small live-note">updates every ${REFRESH_MS / 1000} s</span></div>
-    <p class="muted">Each threshold of a project fires once per billing period as a signed webhook; every delivery attempt is listed (hover for its time and error).</p>
+    <p class="muted">Each threshold of a project fires once per billing period as a signed webhook; every delivery attempt is listed with its answer, time and error.</p>
     <div data-live="/dashboard/fragments/alerts">${alertsFragment(alerts)}</div>`,
     { active: 'alerts' },
   )
 }
 
-/** A plain message page (404, no access). */
-export function messagePage(viewer: DashboardViewer | undefined, title: string, text: string): string {
-  return layout(title, viewer, html`<section class="card signin"><h1>${title}</h1><p>${text}</p><p><a href="/dashboard/projects">Back to projects</a></p></section>`)
+/** A plain message page (404, no access, an error) with the next step a person can take. */
+export function messagePage(viewer: DashboardViewer | undefined, title: string, text: string, next?: SafeHtml): string {
+  return layout(title, viewer, html`<section class="card signin"><h1>${title}</h1><p>${text}</p>
+    <p>${next ?? (viewer ? html`<a href="/dashboard/projects">Back to projects</a>` : html`<a href="/dashboard/sign-in">Sign in</a>`)}</p></section>`)
+}
+
+/**
+ * The admin API's refusal as a page, for a browser that navigated to an API URL: what happened in
+ * words, the stable code, and the next step a person can take.
+ */
+export function errorPage(status: number, code: string, message: string): string {
+  const title = status === 401 ? 'Sign in required' : status === 403 ? 'Not allowed' : status === 404 ? 'Not found' : status === 429 ? 'Too many attempts' : status >= 500 ? 'Something went wrong' : 'Request refused'
+  const next = status === 401
+    ? html`<a href="/dashboard/sign-in">Sign in</a>, then try again.`
+    : status >= 500
+      ? html`Try again in a moment; if it keeps failing, tell an operator (${code}). <a href="/dashboard/projects">Back to projects</a>`
+      : html`<a href="/dashboard/projects">Back to projects</a>`
+  return messagePage(undefined, title, `${message.charAt(0).toUpperCase()}${message.slice(1)} (${status} ${code}).`, next)
 }

@@ -122,10 +122,12 @@ export function keyAuthenticator(config: KeyAuthConfig, init: PluginInit, missin
     const { project, key } = found
     if (!project.scopes.has(config.scope)) {
       failures.labels('wrong_scope').inc()
+      ctx.refused = { project, key, reason: 'wrong_scope' }
       throw new GatewayError(403, 'forbidden', scopeMessage)
     }
     if (plans && !plans.has(project.plan)) {
       failures.labels('wrong_plan').inc()
+      ctx.refused = { project, key, reason: 'wrong_plan' }
       throw new GatewayError(403, 'forbidden', planMessage)
     }
     ctx.project = project

@@ -193,6 +193,10 @@ t.test('dashboard in chromium: sign in, keys, feature toggle with password, live
 
   // Rotate the new key, then disable the seed key.
   await page.click('button[data-action=rotate-key][data-label=browser]')
+  // Rotation asks for the grace period first.
+  await page.waitForSelector('#confirm-dialog[open]')
+  await page.selectOption('#confirm-form select[name=grace]', '3600')
+  await page.click('#confirm-form button[type=submit]')
   await page.waitForSelector('#key-dialog[open]')
   const rotated = (await page.textContent('#key-dialog [data-slot=key]'))!.trim()
   t.not(rotated, created, 'rotation shows a new key')
@@ -202,6 +206,10 @@ t.test('dashboard in chromium: sign in, keys, feature toggle with password, live
   t.equal(await call(gw, 'GET', `/rpc/${rotated}/r`), 200, 'the rotated key works')
   t.equal(await call(gw, 'GET', `/rpc/${created}/r`), 200, 'the old key works during the grace period')
   await page.click('button[data-action=disable-key][data-label=seed]')
+  // Disabling asks first.
+  await page.waitForSelector('#confirm-dialog[open]')
+  t.match(await page.textContent('#confirm-dialog'), /refused/, 'the confirmation says what disabling does')
+  await page.click('#confirm-form button[type=submit]')
   await page.waitForSelector('tr[data-key=seed] button[data-action=enable-key]')
   t.equal(await call(gw, 'GET', `/rpc/${KEY}/x`), 401, 'a disabled key is refused')
 

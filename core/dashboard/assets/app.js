@@ -13,11 +13,11 @@ const API = {
   workstation: (project, verb) => `/admin/projects/${encodeURIComponent(project)}/workstation${verb ? `/${verb}` : ''}`,
   identity: '/admin/account/identity',
   identityLink: '/admin/account/identity/link',
+  projects: '/admin/projects',
+  topUp: (project) => `/admin/projects/${encodeURIComponent(project)}/credits/top-up`,
   users: '/admin/users',
   user: (id) => `/admin/users/${encodeURIComponent(id)}`,
 }
-/** How long a rotated key keeps working beside its successor. */
-const ROTATION_GRACE_SECONDS = 3600
 
 const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.getAttribute('content') ?? ''
 const REFRESH_MS = Number(meta('refresh-ms')) || 3000
@@ -44,23 +44,86 @@ function showError(el, message) {
   el.hidden = !message
 }
 
+// ---- times, announcements ----------------------------------------------------------------
+const RELATIVE = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' })
+const FULL = new Intl.DateTimeFormat(undefined, { dateStyle: 'full', timeStyle: 'long' })
+const SHORT = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
+
+/** "in 42 min", "3 h ago": within a day; a date in the viewer's zone beyond. */
+function relative(ms) {
+  const seconds = Math.round((ms - Date.now()) / 1000)
+  const abs = Math.abs(seconds)
+  if (abs < 60) return RELATIVE.format(seconds, 'second')
+  if (abs < 3600) return RELATIVE.format(Math.round(seconds / 60), 'minute')
+  if (abs < 86400) return RELATIVE.format(Math.round(seconds / 3600), 'hour')
+  return SHORT.format(new Date(ms))
+}
+
+/** Server-written UTC times in the viewer's zone: relative text, the full timestamp in `title`. */
+function localTimes(root) {
+  for (const el of root.querySelectorAll('time[datetime]')) {
+    const ms = Date.parse(el.getAttribute('datetime'))
+    if (!Number.isFinite(ms)) continue
+    el.textContent = relative(ms)
+    el.title = FULL.format(new Date(ms))
+  }
+}
+
+/** Says `message` to screen readers (the page's polite live region). */
+function announce(message) {
+  const el = document.getElementById('announcer')
+  if (!el || !message) return
+  el.textContent = ''
+  // A fresh text node after a tick, so the same message twice is read twice.
+  setTimeout(() => { el.textContent = message }, 50)
+}
+
 // ---- live regions -------------------------------------------------------------------------
+/** What identifies a control across a swap: its id, or its action and subject. */
+function focusKey(el) {
+  if (!el || el === document.body) return undefined
+  if (el.id) return `#${CSS.escape(el.id)}`
+  const attrs = ['data-action', 'data-label', 'data-feature', 'data-verb', 'href', 'name'].filter((a) => el.hasAttribute(a))
+  if (attrs.length === 0) return undefined
+  return el.tagName.toLowerCase() + attrs.map((a) => `[${a}="${CSS.escape(el.getAttribute(a))}"]`).join('')
+}
+
 /**
  * Replaces a region's content with its server-rendered fragment at `src`; a signed-out session goes
- * to the sign-in page. Resolves whether the fragment came; a network failure rejects.
+ * to the sign-in page. The poll touches nothing when the fragment did not change; when it did, keyboard
+ * focus goes back to the same control and the changed figures marked `data-announce` are announced.
+ * Resolves whether the fragment came; a network failure rejects.
  */
-async function reloadRegion(region, src) {
+async function reloadRegion(region, src, { force = false } = {}) {
   const res = await fetch(src, { credentials: 'same-origin', headers: { accept: 'text/html' } })
   if (res.status === 401) {
     location.assign('/dashboard/sign-in')
     return false
   }
-  if (res.ok) region.innerHTML = await res.text()
-  return res.ok
+  if (!res.ok) return false
+  const text = await res.text()
+  // The poll leaves an unchanged region alone; a reload after an action always redraws (a control may have been changed by hand).
+  if (!force && region.dataset.html === text) {
+    localTimes(region)
+    return true
+  }
+  const active = document.activeElement
+  const key = region.contains(active) ? focusKey(active) : undefined
+  const before = new Map([...region.querySelectorAll('[data-announce]')].map((el) => [el.dataset.announce, el.textContent.trim()]))
+  region.innerHTML = text
+  region.dataset.html = text
+  localTimes(region)
+  if (key) (region.querySelector(key) ?? region.closest('section, .card, main'))?.focus?.()
+  const changes = [...region.querySelectorAll('[data-announce]')]
+    .filter((el) => before.has(el.dataset.announce) && before.get(el.dataset.announce) !== el.textContent.trim())
+    .map((el) => `${el.dataset.announce}: ${el.textContent.trim()}`)
+  if (changes.length) announce(changes.join('. '))
+  return true
 }
 
 function startLive() {
   const regions = [...document.querySelectorAll('[data-live]')]
+  localTimes(document)
   if (regions.length === 0) return
   const note = document.querySelector('.live-note')
   const refresh = async () => {
@@ -92,9 +155,18 @@ function startChart() {
     const total = data.series.reduce((sum, s) => sum + s.requests.reduce((a, b) => a + b, 0), 0)
     el.dataset.total = String(total)
     el.dataset.types = types.join(',')
+    // Workstation minutes are not requests: their own series, drawn only when there are some.
+    const minutes = data.workstationMinutes ?? []
+    const hasMinutes = minutes.some((n) => n > 0)
+    el.dataset.minutes = String(minutes.reduce((a, b) => a + b, 0))
     const columns = [data.x, ...data.series.map((s) => s.requests)]
     if (types.length === 0) columns.push(data.x.map(() => 0))
-    const next = types.join(',') || '-'
+    if (hasMinutes) columns.push(minutes)
+    // Refused answers per status and reason: dashed lines beside the requests.
+    const refusals = data.refusals ?? []
+    for (const r of refusals) columns.push(r.counts)
+    el.dataset.refused = refusals.map((r) => r.answer).join(',')
+    const next = (types.join(',') || '-') + (hasMinutes ? '+minutes' : '') + '|' + el.dataset.refused
     if (plot && next === signature) return plot.setData(columns)
     plot?.destroy()
     signature = next
@@ -104,14 +176,17 @@ function startChart() {
       const color = PALETTE[i % PALETTE.length]
       series.push({ label: type, stroke: color, width: 2, fill: color + '1f', points: { size: 6, fill: color } })
     })
+    if (hasMinutes) series.push({ label: 'workstation minutes', stroke: '#5f3dc4', width: 2, dash: [6, 4], points: { size: 5, fill: '#5f3dc4' } })
+    const REFUSED = ['#b02020', '#8f4a00', '#862e9c', '#5c0011']
+    refusals.forEach((r, i) => series.push({ label: `refused ${r.answer}`, stroke: REFUSED[i % REFUSED.length], width: 2, dash: [3, 3], points: { size: 5, fill: REFUSED[i % REFUSED.length] } }))
     plot = new uPlot({
       width: el.clientWidth || 800,
       height: 260,
       series,
       scales: { y: { range: (_u, _min, max) => [0, Math.max(4, Math.ceil(max * 1.15))] } },
       axes: [
-        { stroke: '#687385', grid: { stroke: '#eef0f4' } },
-        { stroke: '#687385', grid: { stroke: '#eef0f4' }, label: 'requests / hour', size: 56 },
+        { stroke: '#4f5969', grid: { stroke: '#eef0f4' } },
+        { stroke: '#4f5969', grid: { stroke: '#eef0f4' }, label: hasMinutes ? 'requests, minutes / hour' : 'requests / hour', size: 56 },
       ],
       legend: { live: true },
     }, columns, el)
@@ -140,7 +215,7 @@ async function startLedger() {
     const body = await res.json().catch(() => undefined)
     if (!Array.isArray(body?.entries)) return
     const rows = body.entries.slice(-12).reverse().map((entry) => {
-      const detail = entry.kind === 'grant' ? `${entry.reason} by ${entry.actor}` : entry.kind === 'charge' ? `${entry.apiType} · ${String(entry.hour).replace('T', ' ').slice(0, 16)} UTC` : ''
+      const detail = entry.kind === 'grant' ? `${entry.reason} by ${entry.actor}, ${SHORT.format(new Date(entry.at))}` : entry.kind === 'charge' ? `${entry.apiType} · ${SHORT.format(new Date(entry.hour))}` : entry.kind === 'grant' ? '' : ''
       const tr = document.createElement('tr')
       // Charges and holds come signed (negative): the column sums to the balance.
       const amount = Number(entry.amount).toLocaleString('en-US').replace('-', '−')
@@ -227,14 +302,74 @@ function startWorkstation() {
 const projectId = () => document.querySelector('[data-project-id]')?.dataset.projectId
 
 async function refreshNow() {
-  for (const region of document.querySelectorAll('[data-live]')) await reloadRegion(region, region.dataset.live)
+  for (const region of document.querySelectorAll('[data-live]')) await reloadRegion(region, region.dataset.live, { force: true })
 }
 
+/** The one-time key: shown with a Copy button; gone from the page once the dialog closes. */
 function showKey(key, note) {
   const dialog = document.getElementById('key-dialog')
   dialog.querySelector('[data-slot="key"]').textContent = key
   dialog.querySelector('[data-slot="note"]').textContent = note ?? ''
+  dialog.querySelector('[data-slot="copied"]').textContent = ''
+  dialog.addEventListener('close', () => {
+    dialog.querySelector('[data-slot="key"]').textContent = ''
+    dialog.querySelector('[data-slot="copied"]').textContent = ''
+  }, { once: true })
   dialog.showModal()
+  dialog.querySelector('[data-action="copy-key"]').focus()
+}
+
+async function copyKey(button) {
+  const dialog = button.closest('dialog')
+  const key = dialog.querySelector('[data-slot="key"]').textContent
+  const feedback = dialog.querySelector('[data-slot="copied"]')
+  try {
+    await navigator.clipboard.writeText(key)
+    feedback.textContent = 'Copied to the clipboard.'
+    feedback.className = 'copied small ok'
+  } catch {
+    // No clipboard permission: select the key so Ctrl+C / long-press copies it.
+    const range = document.createRange()
+    range.selectNodeContents(dialog.querySelector('[data-slot="key"]'))
+    getSelection().removeAllRanges()
+    getSelection().addRange(range)
+    feedback.textContent = 'Could not copy: the key is selected, press Ctrl+C (or ⌘C).'
+    feedback.className = 'copied small bad'
+  }
+}
+
+/**
+ * The confirmation dialog: `typed` is a name the user must type exactly; `grace` shows the grace
+ * choice. `run(values)` does the change and answers the API's result: a refusal stays in the
+ * dialog, success closes it.
+ */
+function confirmAction({ title, text, confirm, typed, grace, danger = true }, run) {
+  const dialog = document.getElementById('confirm-dialog')
+  const form = document.getElementById('confirm-form')
+  form.reset()
+  dialog.querySelector('[data-slot="title"]').textContent = title
+  dialog.querySelector('[data-slot="text"]').textContent = text
+  const button = dialog.querySelector('[data-slot="confirm"]')
+  button.textContent = confirm
+  button.classList.toggle('danger-fill', danger)
+  dialog.querySelector('[data-slot="grace"]').hidden = !grace
+  const typedSlot = dialog.querySelector('[data-slot="typed"]')
+  typedSlot.hidden = typed === undefined
+  if (typed !== undefined) dialog.querySelector('[data-slot="typed-label"]').textContent = `Type ${typed} to confirm`
+  showFieldError(form, undefined, '')
+  form.onsubmit = async (event) => {
+    event.preventDefault()
+    if (typed !== undefined && form.elements.typed.value.trim() !== typed) {
+      return showFieldError(form, 'typed', `Type ${typed} exactly as shown (it is case-sensitive).`)
+    }
+    button.disabled = true
+    const result = await run({ grace: Number(form.elements.grace.value) })
+    button.disabled = false
+    if (result && !result.ok) return showFieldError(form, undefined, result.message)
+    dialog.close()
+  }
+  dialog.showModal()
+  ;(typed !== undefined ? form.elements.typed : grace ? form.elements.grace : dialog.querySelector('[data-action="close-dialog"]')).focus()
 }
 
 /** The password dialog: resolves once the change succeeded, or when it is cancelled. */
@@ -259,6 +394,7 @@ function confirmWithPassword(title, text, send) {
       return
     }
     dialog.close()
+    announce(`${title}: done.`)
     await refreshNow()
   }
   dialog.showModal()
@@ -273,8 +409,9 @@ function actionFailed(result) {
   banner.scrollIntoView({ block: 'nearest' })
 }
 
-function actionDone() {
+function actionDone(message) {
   showError(document.getElementById('action-error'), '')
+  if (message) notice(message)
 }
 
 // ---- accounts (operators) ----------------------------------------------------------------
@@ -289,7 +426,8 @@ function fieldOf(result) {
   const code = result.body?.error?.code
   if (code === 'user_exists') return 'email'
   if (code === 'self_lockout') return 'role'
-  return /^(?:unknown field )?(email|role|projects|password)\b/.exec(result.message)?.[1]
+  if (code === 'project_exists') return 'id'
+  return /^(?:unknown field )?(credits\.refill\.day|credits\.refill|credits\.allocation|credits\.period|email|role|projects|password|id|name|plan|scopes|amount|reason|label)\b/.exec(result.message)?.[1]
 }
 
 /** One message under its field (or in the form's banner when it names none); every other one cleared. */
@@ -307,9 +445,18 @@ function showFieldError(form, field, message) {
   showError(form.querySelector('p.error'), placed ? '' : message)
 }
 
+/** Several messages, each under its field. */
+function showFieldErrors(form, problems) {
+  showFieldError(form, undefined, '')
+  for (const [field, message] of problems) {
+    for (const slot of form.querySelectorAll(`[data-error-for="${CSS.escape(field)}"]`)) showError(slot, message)
+    form.querySelector(`[name="${CSS.escape(field)}"]`)?.setAttribute('aria-invalid', 'true')
+  }
+}
+
 function passwordProblem(form) {
   const password = form.elements.password.value
-  if (password.length < MIN_PASSWORD_LENGTH) return ['password', `password: at least ${MIN_PASSWORD_LENGTH} characters (this one has ${password.length})`]
+  if (password.length < MIN_PASSWORD_LENGTH) return ['password', `Password: at least ${MIN_PASSWORD_LENGTH} characters (this one has ${password.length}).`]
   if (password !== form.elements.confirm.value) return ['confirm', 'the confirmation does not match the password']
   return undefined
 }
@@ -323,13 +470,13 @@ function userRow(button) {
 
 async function refreshAccounts() {
   const region = document.getElementById('accounts')
-  await reloadRegion(region, region.dataset.src)
+  await reloadRegion(region, region.dataset.src, { force: true })
 }
 
 function notice(message) {
   showError(document.getElementById('action-error'), '')
   const el = document.getElementById('action-notice')
-  if (!el) return
+  if (!el) return announce(message)
   el.textContent = message
   el.hidden = !message
 }
@@ -365,9 +512,12 @@ function startAccounts() {
   form?.addEventListener('submit', async (event) => {
     event.preventDefault()
     notice('')
+    // Refused here, before anything is sent: every empty or short field at once, each under itself.
+    const problems = []
+    if (form.elements.email.value.trim() === '') problems.push(['email', 'Email: required, e.g. dev@example.com.'])
     const problem = passwordProblem(form)
-    // Refused here, before anything is sent.
-    if (problem) return showFieldError(form, ...problem)
+    if (problem) problems.push(problem)
+    if (problems.length) return showFieldErrors(form, problems)
     const submit = form.querySelector('button[type="submit"]')
     submit.disabled = true
     const email = form.elements.email.value.trim()
@@ -376,7 +526,11 @@ function startAccounts() {
     if (!result.ok) return showFieldError(form, fieldOf(result), result.message)
     showFieldError(form, undefined, '')
     form.reset()
-    notice(`Account ${result.body.user.email} created (${result.body.user.role}).`)
+    const { user } = result.body
+    // An owner with no project sees nothing: say so with the way out.
+    notice(user.role === 'owner' && user.projects.length === 0
+      ? `Account ${user.email} created (owner) with no projects: it sees nothing until you give it one with Role & projects.`
+      : `Account ${user.email} created (${user.role}).`)
     await refreshAccounts()
   })
 }
@@ -418,13 +572,15 @@ const actions = {
   },
   'delete-user'(button) {
     const user = userRow(button)
-    const { dialog } = openUserDialog('user-delete-dialog', user, async () => {
+    const { dialog } = openUserDialog('user-delete-dialog', user, async (form) => {
+      if (form.elements.typed.value.trim() !== user.email) return void showFieldError(form, 'typed', `Type ${user.email} exactly as shown to delete the account.`)
       const result = await api('DELETE', API.user(user.id))
       if (result.ok) notice(`Account ${user.email} deleted.`)
       return result
     })
-    dialog.querySelector('[data-slot="text"]').textContent = `Delete ${user.email}? Its sessions end at once and it loses access to its projects (the projects stay).`
+    dialog.querySelector('[data-slot="text"]').textContent = `Delete ${user.email}? Its sessions end at once and it loses access to its projects (the projects stay). This cannot be undone.`
     dialog.showModal()
+    dialog.querySelector('input[name="typed"]').focus()
   },
   async 'sign-out'() {
     await api('DELETE', API.session)
@@ -433,35 +589,74 @@ const actions = {
   'close-dialog'(button) {
     button.closest('dialog')?.close()
   },
-  async 'rotate-key'(button) {
+  'rotate-key'(button) {
     const label = button.dataset.label
-    const result = await api('POST', API.key(projectId(), label, 'rotate'), { graceSeconds: ROTATION_GRACE_SECONDS })
-    if (!result.ok) return actionFailed(result)
-    actionDone()
-    const { key, previousLabel, graceUntil } = result.body
-    showKey(key, `The new key keeps the label ${label}. The old one, now ${previousLabel}, keeps working until ${graceUntil}.`)
-    await refreshNow()
+    confirmAction({
+      title: `Rotate ${label}`,
+      text: `A new key replaces ${label} and is shown once. Clients still using the old key are refused once the grace period ends.`,
+      confirm: 'Rotate key',
+      grace: true,
+      danger: false,
+    }, async ({ grace }) => {
+      const result = await api('POST', API.key(projectId(), label, 'rotate'), { graceSeconds: grace })
+      if (!result.ok) return result
+      document.getElementById('confirm-dialog').close()
+      const { key, previousLabel, graceUntil } = result.body
+      const until = Date.parse(graceUntil)
+      actionDone(`Key ${label} rotated.`)
+      showKey(key, grace === 0
+        ? `The new key keeps the label ${label}. The old one was refused at once.`
+        : `The new key keeps the label ${label}. The old one, now ${previousLabel}, keeps working until ${FULL.format(new Date(until))} (${relative(until)}).`)
+      await refreshNow()
+      return result
+    })
   },
-  async 'disable-key'(button) {
-    const result = await api('POST', API.key(projectId(), button.dataset.label, 'disable'))
-    if (!result.ok) return actionFailed(result)
-    actionDone()
-    await refreshNow()
+  'disable-key'(button) {
+    const label = button.dataset.label
+    confirmAction({
+      title: `Disable ${label}`,
+      text: `Requests with ${label} are refused (401) from now on, including traffic in flight elsewhere. You can enable it again.`,
+      confirm: 'Disable key',
+    }, async () => {
+      const result = await api('POST', API.key(projectId(), label, 'disable'))
+      if (result.ok) {
+        actionDone(`Key ${label} disabled.`)
+        await refreshNow()
+      }
+      return result
+    })
   },
   async 'enable-key'(button) {
     const result = await api('POST', API.key(projectId(), button.dataset.label, 'enable'))
     if (!result.ok) return actionFailed(result)
-    actionDone()
+    actionDone(`Key ${button.dataset.label} enabled.`)
     await refreshNow()
+  },
+  'copy-key'(button) {
+    return copyKey(button)
   },
   async workstation(button) {
     const card = document.getElementById('workstation')
     const verb = button.dataset.verb
-    const result = verb === 'delete'
-      ? await api('DELETE', API.workstation(card.dataset.project))
-      : await api('POST', API.workstation(card.dataset.project, verb))
+    if (verb === 'delete') {
+      const name = card.dataset.project
+      return confirmAction({
+        title: 'Delete the workstation',
+        text: `This deletes the workstation of ${name} with its disk and history. It cannot be undone.`,
+        confirm: 'Delete workstation',
+        typed: name,
+      }, async () => {
+        const result = await api('DELETE', API.workstation(name))
+        if (result.ok) {
+          actionDone('Workstation deleted.')
+          await renderWorkstation()
+        }
+        return result
+      })
+    }
+    const result = await api('POST', API.workstation(card.dataset.project, verb))
     if (!result.ok) return actionFailed(result)
-    actionDone()
+    actionDone(`Workstation: ${verb} requested.`)
     await renderWorkstation()
   },
   async 'link-identity'() {
@@ -488,25 +683,145 @@ document.addEventListener('click', (event) => {
 })
 
 // ---- forms --------------------------------------------------------------------------------
+/** The rules the API applies, checked before sending so the message names the rule (not "match the requested format"). */
+const RULES = {
+  label: [/^[a-zA-Z0-9_.:-]{1,64}$/, 'Label: 1 to 64 letters, digits, _ . : or - (no spaces).'],
+  id: [/^[a-zA-Z0-9_.-]{1,64}$/, 'Project id: 1 to 64 letters, digits, _ . or - (no spaces).'],
+  plan: [/^[a-zA-Z0-9_.-]{1,64}$/, 'Plan: 1 to 64 letters, digits, _ . or -.'],
+  name: [/^[\s\S]{1,200}$/, 'Name: 1 to 200 characters.'],
+  reason: [/^[\x21-\x7e][\x20-\x7e]{0,63}$/, 'Reason: 1 to 64 printable ASCII characters, not starting with a space.'],
+}
+
+/** A form message goes away as soon as the field it is about changes. */
+function clearOnInput(event) {
+  const input = event.target
+  const form = input.form
+  if (!form) return
+  const name = input.name === 'allocation' ? 'credits.allocation' : input.name === 'refillDay' ? 'credits.refill.day' : input.name
+  for (const slot of form.querySelectorAll(`[data-error-for="${CSS.escape(name)}"]`)) showError(slot, '')
+  input.removeAttribute('aria-invalid')
+  showError(form.querySelector('p.error'), '')
+}
+
+/** Credits fields of the project forms as the API takes them. */
+function creditsOf(form) {
+  const credits = { allocation: Number(form.elements.allocation.value), period: form.elements.period.value }
+  const refill = form.elements.refill.value
+  if (refill === 'day') credits.refill = { interval: 'day' }
+  if (refill === 'month') {
+    credits.refill = { interval: 'month' }
+    if (form.elements.refillDay.value !== '') credits.refill.day = Number(form.elements.refillDay.value)
+  }
+  return credits
+}
+
+/** The first rule a project form breaks: [field, message], or undefined. */
+function projectProblem(form, withId) {
+  for (const name of withId ? ['id', 'name', 'plan'] : ['name', 'plan']) {
+    const value = form.elements[name].value.trim()
+    if (name === 'name' && value === '' && withId) continue
+    if (!RULES[name][0].test(value)) return [name, RULES[name][1]]
+  }
+  const allocation = form.elements.allocation.value
+  if (!/^\d+$/.test(allocation)) return ['credits.allocation', 'Credit allocation: a whole number from 0.']
+  const day = form.elements.refillDay.value
+  if (form.elements.refill.value === 'month' && day !== '' && !(/^\d+$/.test(day) && Number(day) >= 1 && Number(day) <= 31)) return ['credits.refill.day', 'Refill day: a whole number from 1 to 31.']
+  return undefined
+}
+
+function projectBody(form, withId) {
+  const body = { plan: form.elements.plan.value.trim(), scopes: checked(form, 'scopes'), credits: creditsOf(form) }
+  const name = form.elements.name.value.trim()
+  if (name) body.name = name
+  if (withId) body.id = form.elements.id.value.trim()
+  return body
+}
+
+const checked = (form, name) => [...form.querySelectorAll(`input[name="${name}"]:checked`)].map((input) => input.value)
+
+/** Runs a form's submit with its button disabled; a refusal is shown under the field it names. */
+function onSubmit(form, handler) {
+  form?.addEventListener('submit', async (event) => {
+    event.preventDefault()
+    const submit = form.querySelector('button[type="submit"]')
+    submit.disabled = true
+    try {
+      const result = await handler(form)
+      if (result && !result.ok) showFieldError(form, fieldOf(result), result.message)
+    } finally {
+      submit.disabled = false
+    }
+  })
+}
+
 function startForms() {
+  document.addEventListener('input', clearOnInput)
+  document.addEventListener('change', clearOnInput)
   const signIn = document.getElementById('sign-in')
+  signIn?.addEventListener('input', () => showError(signIn.querySelector('.error'), ''))
   signIn?.addEventListener('submit', async (event) => {
     event.preventDefault()
     const form = event.currentTarget
+    const missing = ['email', 'password'].filter((name) => form.elements[name].value === '')
+    if (missing.length) return showError(form.querySelector('.error'), `Enter your ${missing.join(' and ')}.`)
     const result = await api('POST', API.session, { email: form.elements.email.value, password: form.elements.password.value })
     if (!result.ok) return showError(form.querySelector('.error'), result.message)
     location.assign('/dashboard/projects')
   })
-  const createKey = document.getElementById('create-key')
-  createKey?.addEventListener('submit', async (event) => {
-    event.preventDefault()
-    const form = event.currentTarget
+  onSubmit(document.getElementById('create-key'), async (form) => {
     const label = form.elements.label.value.trim()
+    const error = form.querySelector('.error')
+    if (!RULES.label[0].test(label)) {
+      form.elements.label.setAttribute('aria-invalid', 'true')
+      return showError(error, RULES.label[1])
+    }
     const result = await api('POST', API.keys(form.dataset.project), { label })
-    if (!result.ok) return showError(form.querySelector('.error'), result.message)
-    showError(form.querySelector('.error'), '')
+    if (!result.ok) return showError(error, result.message)
+    showError(error, '')
     form.reset()
+    actionDone(`Key ${label} created.`)
     showKey(result.body.key, `Key ${label} is active now.`)
+    await refreshNow()
+  })
+  onSubmit(document.getElementById('create-project'), async (form) => {
+    const problem = projectProblem(form, true)
+    if (problem) return showFieldError(form, ...problem)
+    const body = projectBody(form, true)
+    const result = await api('POST', API.projects, body)
+    if (!result.ok) return result
+    showFieldError(form, undefined, '')
+    form.reset()
+    notice(`Project ${body.id} created. Add an owner on the Accounts page, or open it to add keys.`)
+    await refreshNow()
+  })
+  onSubmit(document.getElementById('project-form'), async (form) => {
+    const problem = projectProblem(form, false)
+    if (problem) return showFieldError(form, ...problem)
+    const result = await api('PATCH', API.project(form.dataset.project), projectBody(form, false))
+    if (!result.ok) return result
+    showFieldError(form, undefined, '')
+    const project = result.body.project
+    notice(`Settings saved: plan ${project.plan}, scopes ${project.scopes.join(', ') || 'none'}, ${project.credits.allocation.toLocaleString()} credits per period.`)
+    // The heading and the chips carry the plan and scopes: reload the page's static parts.
+    const head = document.querySelector('.page-head .head-text')
+    if (head) {
+      head.querySelector('h1 .chip').textContent = project.plan
+      head.querySelector('.muted').textContent = `${project.id} · scopes: ${project.scopes.join(', ') || 'none'}`
+    }
+    await refreshNow()
+  })
+  onSubmit(document.getElementById('top-up-form'), async (form) => {
+    const amount = form.elements.amount.value
+    if (!/^\d+$/.test(amount) || Number(amount) < 1) return showFieldError(form, 'amount', 'Amount: a whole number of credits from 1.')
+    const reason = form.elements.reason.value
+    if (reason !== '' && !RULES.reason[0].test(reason)) return showFieldError(form, 'reason', RULES.reason[1])
+    const body = { amount: Number(amount), idempotencyKey: `dashboard-${crypto.randomUUID()}` }
+    if (reason) body.reason = reason
+    const result = await api('POST', API.topUp(form.dataset.project), body)
+    if (!result.ok) return result
+    showFieldError(form, undefined, '')
+    form.reset()
+    notice(`${Number(amount).toLocaleString()} credits granted; ${result.body.balance.remaining.toLocaleString()} left this period.`)
     await refreshNow()
   })
 }

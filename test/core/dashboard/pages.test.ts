@@ -117,4 +117,46 @@ routes: []
   t.equal(again.statusCode, 304, 'assets are revalidated by ETag')
   t.equal((await get('/dashboard/assets/..%2Fgateway.ts')).status, 404, 'only the named files are served')
   t.equal((await get('/dashboard/assets/nope.js')).status, 404)
+
+  // A browser opening an API URL gets a page with the next step; clients keep the JSON.
+  const navigated = await request(gw.adminUrl + '/admin/projects', { headers: { 'sec-fetch-mode': 'navigate', accept: 'text/html' } })
+  const page = await navigated.body.text()
+  t.equal(navigated.statusCode, 401)
+  t.match(navigated.headers['content-type'], /^text\/html/)
+  t.equal(navigated.headers['content-security-policy'], CONTENT_SECURITY_POLICY)
+  t.match(page, /<html lang="en">[\s\S]*Sign in required[\s\S]*href="\/dashboard\/sign-in"/)
+  const api = await request(gw.adminUrl + '/admin/projects')
+  t.match(JSON.parse(await api.body.text()), { error: { code: String } }, 'the API answers JSON to a client')
+  t.match(api.headers['content-type'], /^application\/json/)
+})
+
+t.test('pages: lang, skip link, no empty header; a key in its grace offers no Rotate or Disable', async (t) => {
+  const { keysFragment, projectPage, projectsPage, messagePage } = await import('../../../core/dashboard/pages.ts')
+  const viewer = { user: 'ops@example.com', userId: 'u1', operator: true, csrfToken: 'c' }
+  const now = Date.now()
+  const project = {
+    id: 'acme', name: 'Acme', plan: 'standard', scopes: new Set(['rpc']), features: {}, credits: { allocation: 100, period: 'month' },
+    keys: [
+      { label: 'app.rotated-abc', hash: 'h1', disabled: false, expiresAt: now + 60_000 },
+      { label: 'app', hash: 'h2', disabled: false },
+    ],
+  } as any
+  const summary = {
+    project, balance: { period: '2026-11', allocation: 100, granted: 50, used: 10, pending: 0, remaining: 140, total: 150, percentLeft: 93 },
+    window: { requests: 0, credits: 0, errors: 0, workstationMinutes: 0 }, statusClasses: {}, routes: [],
+    chart: { x: [], series: [], workstationMinutes: [], refusals: [] }, alerts: [],
+    traffic: { answers: [{ answer: '403 wrong_plan', count: 3, refusal: true }], total: 3, failed: 3, refusals: 3, keys: { app: { requests: 3, refusals: 3, lastUsed: now } } },
+  } as any
+  for (const page of [projectPage(viewer, summary), projectsPage(viewer, [summary]), messagePage(viewer, 'Not found', 'x'), signInPage()]) {
+    t.match(page, /<html lang="en">/)
+    t.match(page, /<a class="skip" href="#main">/)
+    t.notMatch(page, /<th(?: class="[^"]*")?><\/th>/, 'no empty table header')
+  }
+  const keys = keysFragment(summary).text
+  t.match(keys, /<tr data-key="app">[\s\S]*data-action="rotate-key"/)
+  const leftover = keys.slice(keys.indexOf('data-key="app.rotated-abc"'))
+  t.notMatch(leftover, /data-action="(?:rotate|disable)-key"/, 'the leftover offers neither')
+  t.ok(keys.indexOf('data-key="app"') < keys.indexOf('data-key="app.rotated-abc"'), 'sorted by label: the leftover after its successor')
+  t.match(projectPage(viewer, summary), /this project is on standard/, 'the page says which plan refused')
+  t.match(projectPage(viewer, summary), /Granted<\/dt><dd>50</)
 })

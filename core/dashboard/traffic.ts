@@ -1,0 +1,159 @@
+/**
+ * The dashboard's tally of answers per project: how many of each status (and, for a refusal, its
+ * code or reason) per UTC hour, and per key its requests, refusals and last use. The usage series
+ * (credit-meter) books only requests of a known project on metered routes; this tally also counts
+ * what auth refused for a key it knew (wrong scope or plan, `ctx.refused`) and routes without a meter.
+ *
+ * Off the hot path: `record` adds to a map in memory; every `FLUSH_MS` the deltas are merged into
+ * one store document per project (`traffic:<project>`, collection `dashboard`) by compare-and-set,
+ * so several instances add up instead of overwriting each other. Hours older than `KEEP_HOURS` are
+ * dropped at each merge. What is not flushed yet is added on read, so this instance's own traffic
+ * shows at once; a crash loses at most one interval.
+ */
+import type { RequestContext } from '../plugin.ts'
+import type { DocumentCollection, Store } from '../store/types.ts'
+
+const HOUR_MS = 3_600_000
+const FLUSH_MS = 2000
+const KEEP_HOURS = 48
+/** The answers a client was refused with (no credential, no credit, no permission, too many). */
+export const REFUSAL_STATUSES: ReadonlySet<number> = new Set([401, 402, 403, 429])
+
+export interface KeyTally {
+  requests: number
+  refusals: number
+  /** Epoch ms of the last answer to a request with this key. */
+  lastUsed: number
+}
+
+export interface TrafficTally {
+  /** Hour (ISO, UTC) → answer (`200`, `403 wrong_plan`, `429 rate_limited`) → count. */
+  hours: Record<string, Record<string, number>>
+  /** Key label → its tally. */
+  keys: Record<string, KeyTally>
+}
+
+const empty = (): TrafficTally => ({ hours: {}, keys: {} })
+
+/** `403 wrong_plan`: the status, and for a 4xx the reason auth gave or the error's stable code. */
+export function answerOf(ctx: Pick<RequestContext, 'refused' | 'error'>, status: number): string {
+  if (status < 400 || status >= 500) return String(status)
+  const code = ctx.refused?.reason ?? ctx.error?.code
+  return code ? `${status} ${code}` : String(status)
+}
+
+export function isRefusal(answer: string): boolean {
+  return REFUSAL_STATUSES.has(Number(answer.split(' ')[0]))
+}
+
+/** Adds `delta` into `into` (counts summed, last use the latest). */
+export function mergeTally(into: TrafficTally, delta: TrafficTally): TrafficTally {
+  for (const [hour, answers] of Object.entries(delta.hours)) {
+    const target = (into.hours[hour] ??= {})
+    for (const [answer, n] of Object.entries(answers)) target[answer] = (target[answer] ?? 0) + n
+  }
+  for (const [label, key] of Object.entries(delta.keys)) {
+    const target = (into.keys[label] ??= { requests: 0, refusals: 0, lastUsed: 0 })
+    target.requests += key.requests
+    target.refusals += key.refusals
+    target.lastUsed = Math.max(target.lastUsed, key.lastUsed)
+  }
+  return into
+}
+
+function prune(tally: TrafficTally, now: number): TrafficTally {
+  const oldest = new Date(Math.floor(now / HOUR_MS) * HOUR_MS - (KEEP_HOURS - 1) * HOUR_MS).toISOString()
+  for (const hour of Object.keys(tally.hours)) if (hour < oldest) delete tally.hours[hour]
+  return tally
+}
+
+export class TrafficLog {
+  readonly #documents: DocumentCollection
+  readonly #clock: () => number
+  /** Project id → what this instance counted since the last flush. */
+  #pending = new Map<string, TrafficTally>()
+  #timer: NodeJS.Timeout | undefined
+  #flushing: Promise<void> | undefined
+  /** The current hour's ISO string, built once an hour rather than once a request. */
+  #hour = { start: -1, iso: '' }
+
+  constructor(store: Pick<Store, 'documents'>, clock: () => number = Date.now) {
+    this.#documents = store.documents('dashboard')
+    this.#clock = clock
+  }
+
+  /** One finished answer (called by the pipeline for every request; a map update, nothing more). */
+  record(ctx: Pick<RequestContext, 'project' | 'apiKey' | 'refused' | 'error'>, status: number): void {
+    const project = ctx.project ?? ctx.refused?.project
+    if (!project) return
+    const now = this.#clock()
+    const start = Math.floor(now / HOUR_MS) * HOUR_MS
+    if (this.#hour.start !== start) this.#hour = { start, iso: new Date(start).toISOString() }
+    const hour = this.#hour.iso
+    let tally = this.#pending.get(project.id)
+    if (!tally) this.#pending.set(project.id, (tally = empty()))
+    const answer = answerOf(ctx, status)
+    const answers = (tally.hours[hour] ??= {})
+    answers[answer] = (answers[answer] ?? 0) + 1
+    const label = (ctx.apiKey ?? ctx.refused?.key)?.label
+    if (label !== undefined) {
+      const key = (tally.keys[label] ??= { requests: 0, refusals: 0, lastUsed: 0 })
+      key.requests++
+      if (REFUSAL_STATUSES.has(status)) key.refusals++
+      key.lastUsed = now
+    }
+    this.#timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref()
+  }
+
+  /** Merges what was counted into the store (compare-and-set, retried when another instance wrote first). */
+  async flush(): Promise<void> {
+    this.#timer = undefined
+    if (this.#flushing) await this.#flushing
+    const batch = this.#pending
+    if (batch.size === 0) return
+    this.#pending = new Map()
+    this.#flushing = (async () => {
+      for (const [projectId, delta] of batch) {
+        try {
+          await this.#merge(projectId, delta)
+        } catch {
+          // The store is away: count it again with the next batch rather than lose it.
+          this.#pending.set(projectId, mergeTally(this.#pending.get(projectId) ?? empty(), delta))
+        }
+      }
+    })()
+    try {
+      await this.#flushing
+    } finally {
+      this.#flushing = undefined
+    }
+  }
+
+  async #merge(projectId: string, delta: TrafficTally): Promise<void> {
+    const id = `traffic:${projectId}`
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const current = await this.#documents.getWithRevision<TrafficTally>(id)
+      if (!current) {
+        const { created } = await this.#documents.insertIfAbsent(id, 'traffic', prune(mergeTally(empty(), delta), this.#clock()))
+        if (created) return
+        continue
+      }
+      const next = prune(mergeTally(structuredClone(current.stored.doc), delta), this.#clock())
+      if ((await this.#documents.compareAndSet(id, current.revision, next)) !== undefined) return
+    }
+    throw new Error(`traffic:${projectId} kept changing under the merge`)
+  }
+
+  /** A project's tally: the store's, plus what this instance has not flushed yet. */
+  async read(projectId: string): Promise<TrafficTally> {
+    const stored = await this.#documents.get<TrafficTally>(`traffic:${projectId}`)
+    const tally = stored ? structuredClone(stored.doc) : empty()
+    const pending = this.#pending.get(projectId)
+    return pending ? mergeTally(tally, pending) : tally
+  }
+
+  async close(): Promise<void> {
+    if (this.#timer) clearTimeout(this.#timer)
+    await this.flush()
+  }
+}
