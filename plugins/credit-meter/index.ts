@@ -176,6 +176,11 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   // The steps return the store's promise rather than wrap it in async functions of their own: they
   // run on every request, and each wrapper is a promise and a microtask more.
   return {
+    // For `tollgate routes`; read once per table.
+    describe: () => ({
+      summary: `${config.cost} credit(s) per ${config.perItem ? `item of ${config.perItem.path}` : 'request'} (${apiType})`,
+      apiType, cost: config.cost, ...(config.perItem ? { perItem: config.perItem.path } : {}),
+    }),
     request(ctx: RequestContext) {
       ctx.apiType = apiType
       if (!config.perItem) return reserve(ctx)

@@ -136,6 +136,7 @@ t.test('discovery manifest, tollgate routes and cost headers', async (t) => {
     const described = table.routes.filter((r: any) => r.descriptions['x402-paywall'])
     t.same(described.map((r: any) => r.descriptions['x402-paywall'].accepts), [manifest.items[0].accepts, manifest.items[1].accepts], 'same accepts as the manifest')
     t.same(table.routes[3].plugins, ['header-auth', 'credit-meter'])
+    t.same(table.routes[3].descriptions, { 'credit-meter': { summary: '3 credit(s) per request (MIRROR)', apiType: 'MIRROR', cost: 3 } })
     const text = await cli(['--config', gw.configFile])
     t.equal(text.code, 0, text.stderr)
     t.match(text.stdout, /GET \/weather\/:city {2}\(weather, upstream demo\)\n {4}x402-paywall: x402 exact: 10000 of 0x036CbD53842c5426634e7929541eC2318f3dCF7e on eip155:84532, 20000 of 0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582 on eip155:80002/)
