@@ -9,6 +9,9 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { spawn } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { tempDir } from '../helpers/temp.ts'
 import { hashCredential } from '../../core/projects.ts'
 import { BIN, startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
@@ -157,6 +160,13 @@ t.test('discovery manifest, tollgate routes and cost headers', async (t) => {
     const missing = await cli(['-c'])
     t.equal(missing.code, 2)
     t.match(missing.stderr, /--config/)
+    // A configured route at the manifest's path would shadow it: the config is refused.
+    const dir = tempDir('tollgate-disc-')
+    const file = join(dir, 'gateway.yaml')
+    writeFileSync(file, config(up, '10000', false).replaceAll('{{DIR}}', dir) + '  - { name: own-manifest, methods: [GET], path: /.well-known/x402.json, upstream: demo }\n')
+    const clash = await cli(['-c', file])
+    t.equal(clash.code, 1)
+    t.match(clash.stderr, /GET \/\.well-known\/x402\.json is defined twice/)
   })
 
   await t.test('cost headers equal the ledger, and the access log records them', async (t) => {
