@@ -21,6 +21,7 @@ import { createLogger } from './log.ts'
 import { usageCommand } from './usage-cli.ts'
 import { schemaCommand } from './schema-cli.ts'
 import { userCommand } from './user-cli.ts'
+import { routesCommand } from './routes-cli.ts'
 import { isWorker, parseWorkerCount, runPrimary, runWorker } from './workers.ts'
 import { openSqliteStore } from './store/sqlite.ts'
 import { migrateStore } from './store/open.ts'
@@ -37,6 +38,7 @@ Usage:
   tollgate check [-c FILE]             parse, validate and dry-build the config; exit 1 on errors
   tollgate schema [-c FILE]            print the composed JSON Schema of gateway.yaml (with -c, the
                                        custom plugins FILE names are included)
+  tollgate routes [-c FILE] [--json]   print the route table with prices (x402 offers, credit costs)
   tollgate hash-key KEY                print the hashed form of a key or secret for gateway.yaml
   tollgate migrate [-c FILE]           apply the shared store's PostgreSQL migrations (store.engine
                                        shared); refuses a schema newer than this version knows
@@ -172,6 +174,8 @@ export async function main(argv: string[]): Promise<number> {
     }
     case 'check':
       return check(file)
+    case 'routes':
+      return routesCommand(args)
     case 'schema':
       return schemaCommand(flags.get('config') || undefined)
     case 'hash-key':

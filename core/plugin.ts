@@ -55,6 +55,12 @@ export interface PluginDefinition<Config = any> {
   /** Error formats this plugin contributes, usable as `errorFormat: <name>` on a route. */
   errorFormats?: Record<string, ErrorFormatter>
   /**
+   * A public document the plugin builds from what its instances `describe()` (the x402 discovery
+   * manifest): served by the core at `GET /.well-known/<name>` whenever at least one route describes
+   * itself with this plugin. See {@link WellKnownDocument}.
+   */
+  wellKnown?: WellKnownDocument
+  /**
    * Turns a validated config into phase handlers. Called once per route entry per config build
    * (at start and on every reload), never per request. Throwing here fails the config.
    */
@@ -104,7 +110,34 @@ export interface AdminAnswer {
   headers?: Record<string, string>
 }
 
+/** A route as the route catalogue shows it, with what one plugin's instance said of it. */
+export interface DescribedRoute {
+  name: string
+  methods: readonly string[]
+  /** The path template as configured (`/weather/:city`). */
+  path: string
+  /** The value the plugin instance's `describe()` returned for this route. */
+  description: unknown
+}
+
+/**
+ * A document under `/.well-known/`, built from the route table: once per table (so it follows
+ * reloads and cannot disagree with the instances that answer live), then per request only the
+ * origin is filled in.
+ */
+export interface WellKnownDocument {
+  /** File name under `/.well-known/`, e.g. `x402.json`. */
+  name: string
+  /** Called once per table with every route this plugin described, in table order. */
+  build(routes: readonly DescribedRoute[]): (origin: string) => unknown
+}
+
 export interface PluginInstance {
+  /**
+   * What this instance tells the route catalogue about its route (prices, terms), read once per
+   * table by `tollgate routes` and by the plugin's {@link WellKnownDocument}. Never per request.
+   */
+  describe?(): unknown
   /** Headers and params only: auth, gates, rate limit, credit reserve, cache lookup. */
   request?(ctx: RequestContext): void | Promise<void>
   /** The body has been read (and parsed, for `json`): validation, batch caps. */

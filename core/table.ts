@@ -16,6 +16,7 @@ import type { UpstreamHandle } from './http/upstreams.ts'
 import { credentialPolicy, type UpstreamCredentialPolicy } from './http/gateway-cookies.ts'
 import { type CoreMetrics, RouteMetrics } from './metrics.ts'
 import { collectErrorFormats, jsonErrorFormat } from './error-format.ts'
+import { wellKnownRoutes } from './route-catalog.ts'
 
 export type Step = (ctx: RequestContext) => void | Promise<void>
 
@@ -43,6 +44,10 @@ export interface CompiledRoute {
   secretParams: string[]
   errorFormat: ErrorFormatter
   metrics: RouteMetrics
+  /** Enabled plugins of the chain in run order, handler last (`tollgate routes`). */
+  pluginNames: string[]
+  /** What the route's plugin instances `describe()`d, by plugin name (route-catalog.ts). */
+  descriptions: Map<string, unknown>
 }
 
 export interface AdminRoute {
@@ -176,11 +181,21 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       secretParams: [],
       errorFormat: formats.get(route.errorFormat) ?? jsonErrorFormat,
       metrics: new RouteMetrics(deps.metrics, route.name),
+      pluginNames: [],
+      descriptions: new Map(),
     }
     const all = route.handler ? [...entries, route.handler] : entries
     for (const entry of all) {
       const instance = await instantiate(entry, route, compiled.secretParams)
       if (!instance) continue
+      compiled.pluginNames.push(entry.name)
+      if (instance.describe) {
+        try {
+          compiled.descriptions.set(entry.name, instance.describe())
+        } catch (error) {
+          fail(entry, route, (error as Error).message)
+        }
+      }
       const needs = entry.definition.needs?.(entry.config) ?? {}
       if (needs.body === 'json' || (needs.body === 'raw' && compiled.bodyNeed === undefined)) compiled.bodyNeed = needs.body
       if (needs.contentTypes) compiled.contentTypes.push(...needs.contentTypes)
@@ -200,7 +215,9 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
 
   let router: Router<CompiledRoute> | undefined
   try {
-    router = new Router(routes.map((route) => ({ methods: route.config.methods, path: route.config.path, value: route })))
+    // Documents plugins build from the table (the x402 manifest) are routes of it: they follow reloads.
+    const served = [...routes, ...wellKnownRoutes(routes, deps.plugins, deps.metrics)]
+    router = new Router(served.map((route) => ({ methods: route.config.methods, path: route.config.path, value: route })))
   } catch (error) {
     fail(undefined, undefined, `routes: ${(error as Error).message}`)
   }

@@ -75,6 +75,23 @@ export function chargedCredits(ctx: RequestContext): number | undefined {
   return metered.amount - refund
 }
 
+/** Response headers of a metered answer: what it cost and what is left (README "Cost headers"). */
+export const CHARGED_HEADER = 'x-credits-charged'
+export const REMAINING_HEADER = 'x-credits-remaining'
+
+/**
+ * Stamps the settled cost on the answer and its access-log line. Runs in the response phase, before
+ * the head is written; a charge changed later (done phase) is in the log and the ledger only.
+ */
+function costHeaders(ctx: RequestContext, metered: MeteredRequest): void {
+  const charged = CreditLedger.charged(metered)
+  const remaining = CreditLedger.remaining(metered)
+  ctx.responseHeaders[CHARGED_HEADER] = String(charged)
+  ctx.responseHeaders[REMAINING_HEADER] = String(remaining)
+  ctx.logFields.creditsCharged = charged
+  ctx.logFields.creditsRemaining = remaining
+}
+
 function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const apiType = config.apiType ?? init.route.apiType
   if (!apiType || !(API_TYPES as readonly string[]).includes(apiType)) {
@@ -113,6 +130,7 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
     const charged = isCharged(outcomeOf(ctx), policy)
     await ledger.settle(state.metered, charged, charged ? requestedRefund(ctx) : 0)
     state.settledFor = { response: ctx.response, status: ctx.response?.status, error: ctx.error }
+    costHeaders(ctx, state.metered)
   }
 
   const usageFailed = (error: unknown) => init.log.error({ err: error }, 'could not record usage')
@@ -158,6 +176,11 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   // The steps return the store's promise rather than wrap it in async functions of their own: they
   // run on every request, and each wrapper is a promise and a microtask more.
   return {
+    // For `tollgate routes`; read once per table.
+    describe: () => ({
+      summary: `${config.cost} credit(s) per ${config.perItem ? `item of ${config.perItem.path}` : 'request'} (${apiType})`,
+      apiType, cost: config.cost, ...(config.perItem ? { perItem: config.perItem.path } : {}),
+    }),
     request(ctx: RequestContext) {
       ctx.apiType = apiType
       if (!config.perItem) return reserve(ctx)

@@ -26,6 +26,8 @@ export interface MeteredRequest {
   state: SettlementState
   /** Credits given back from a committed charge (failed batch items). */
   refunded: number
+  /** The period's balance right after this reservation (it counts against the balance at once). */
+  readonly remainingAfterReserve: number
 }
 
 /**
@@ -67,7 +69,7 @@ export class CreditLedger {
         { detail: { project: project.id, period, remaining: balance.remaining, needed: amount } },
       )
     }
-    return { id, projectId: project.id, period, apiType, amount, state: 'pending', refunded: 0 }
+    return { id, projectId: project.id, period, apiType, amount, state: 'pending', refunded: 0, remainingAfterReserve: balance.remaining }
   }
 
   /**
@@ -102,6 +104,14 @@ export class CreditLedger {
   close(metered: MeteredRequest): void {
     // What it resolves with is the last write's outcome, already reported where that was awaited.
     this.store.closeCredits(metered.id).catch(() => {})
+  }
+
+  /**
+   * The balance left once this request is settled, as seen by this request: the balance after its
+   * reservation plus what it got back. Concurrent requests of the project may move it meanwhile.
+   */
+  static remaining(metered: MeteredRequest): number {
+    return metered.remainingAfterReserve + metered.amount - CreditLedger.charged(metered)
   }
 
   /** Credits the request finally costs. */

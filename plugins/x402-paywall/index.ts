@@ -16,6 +16,9 @@
  * settlement takes what the request used, the credit meter's charge × `pricePerCredit`, capped at
  * the maximum; nothing used, nothing sent.
  *
+ * Discovery: each instance describes its route with these same offers; the core serves the
+ * manifest built from them at `GET /.well-known/x402.json` (discovery.ts).
+ *
  * CORS: every answer exposes the payment headers; `corsOrigins` adds Allow-Origin and preflights.
  */
 import { GatewayError } from '../../core/errors.ts'
@@ -28,6 +31,7 @@ import { openPaidNetworks, type PaidNetwork } from './facilitators.ts'
 import { encodeHeader, paymentRequired, resourceUrl, type PaymentRequiredTexts } from './offers.ts'
 import { authorizationKey, matchOffer, readPayment } from './payment-header.ts'
 import { redemptionsFrom } from './redemptions.ts'
+import { buildManifest, describePaywall } from './discovery.ts'
 import { svmReasons } from '../x402-facilitator/svm/errors.ts'
 
 const retryableAfterPending: ReadonlySet<string> = new Set([reasons.nonceAlreadyUsed, reasons.permit2InvalidNonce, svmReasons.simulationFailed])
@@ -140,6 +144,8 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
   priority: 850,
   configSchema: paywallConfigSchema,
   needs: () => ({ responseBody: true }),
+  // GET /.well-known/x402.json: built from the same offers as the 402 answers (discovery.ts).
+  wellKnown: { name: 'x402.json', build: buildManifest },
   async create(config, init) {
     const networks = await openPaidNetworks(config, init)
     const offers = networks.map((network) => network.offer)
@@ -152,6 +158,7 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
     }
 
     return {
+      describe: () => describePaywall(config, offers),
       async close() {
         await Promise.allSettled(networks.map((network) => network.facilitator.close?.()))
       },
