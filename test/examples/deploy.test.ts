@@ -169,7 +169,7 @@ routes:
       - { name: key-in-path-auth, config: { scope: rpc } }
       - { name: rate-limit, config: { by: project, capacity: 100, refillPerSecond: 10 } }
       - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
-`)
+`, { startTimeoutMs: 60_000 })
   t.teardown(async () => {
     await gw.stop()
     await up.close()
