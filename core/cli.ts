@@ -1,80 +1,37 @@
 /**
- * The `tollgate` command line.
+ * The `tollgate` command line. Every command parses its arguments strictly (core/cli-args.ts)
+ * and answers `--help` without doing anything else; the modules a command needs are imported
+ * only when it runs, so `--help` and a usage mistake start nothing.
  *
  * @example
  * ```sh
- * tollgate start -c gateway.yaml
- * tollgate check -c gateway.yaml     # exits 1 and prints every error
- * tollgate hash-key my-api-key       # the sha256:... form gateway.yaml stores
+ * npx tollgate start -c gateway.yaml
+ * npx tollgate check -c gateway.yaml     # exits 1 and prints every error
+ * npx tollgate hash-key my-api-key       # the sha256:... form gateway.yaml stores
  * ```
  */
-import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
-import { loadConfig } from './config/load.ts'
-import { formatIssue } from './config/source.ts'
-import { buildTable } from './table.ts'
-import { ConfigError, Gateway } from './gateway.ts'
-import { hashCredential } from './projects.ts'
-import { CoreMetrics } from './metrics.ts'
-import { reconcileUpstreams } from './http/upstreams.ts'
-import { createLogger } from './log.ts'
-import { usageCommand } from './usage-cli.ts'
-import { schemaCommand } from './schema-cli.ts'
-import { userCommand } from './user-cli.ts'
-import { routesCommand } from './routes-cli.ts'
-import { isWorker, parseWorkerCount, runPrimary, runWorker } from './workers.ts'
-import { openSqliteStore } from './store/sqlite.ts'
-import { migrateStore } from './store/open.ts'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-
-const HELP = `tollgate — an authenticated, credit-metered reverse proxy
-
-Usage:
-  tollgate start [-c FILE] [--workers N|auto]
-                                       run the gateway (default FILE: gateway.yaml); with --workers,
-                                       N processes share the listener (auto: one per CPU)
-  tollgate check [-c FILE]             parse, validate and dry-build the config; exit 1 on errors
-  tollgate schema [-c FILE]            print the composed JSON Schema of gateway.yaml (with -c, the
-                                       custom plugins FILE names are included)
-  tollgate routes [-c FILE] [--json]   print the route table with prices (x402 offers, credit costs)
-  tollgate hash-key KEY                print the hashed form of a key or secret for gateway.yaml
-  tollgate migrate [-c FILE]           apply the shared store's PostgreSQL migrations (store.engine
-                                       shared); refuses a schema newer than this version knows
-  tollgate usage [-c FILE] [--project ID] [--from ISO] [--to ISO] [--granularity hour|day]
-                                       [--admin URL] [--token T]
-                                       print per-project usage as a table (through the admin API
-                                       when the gateway runs: token from --token or TOLLGATE_ADMIN_TOKEN)
-  tollgate user add --email E --role operator|owner [--project ID]...
-                                       create an admin account (password asked without echo, or
-                                       read from stdin; never an argument)
-  tollgate user passwd --email E       change an account's password (signs its sessions out)
-  tollgate user list                   accounts, roles and owned projects
-  tollgate --version | --help
-`
+import { fileURLToPath } from 'node:url'
+import { CONFIG_OPTION, helpText, nearest, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
+import { USAGE_SPEC } from './usage-cli.ts'
+import { USER_SPECS } from './user-cli.ts'
+import type { Gateway } from './gateway.ts'
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8'))
   return pkg.version
 }
 
-/** Reads `-c FILE` / `--config FILE` and other `--flag value` pairs. */
-export function parseFlags(args: string[]): { flags: Map<string, string>; rest: string[] } {
-  const flags = new Map<string, string>()
-  const rest: string[] = []
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]
-    if (arg === '-c' || arg === '--config') flags.set('config', args[++i] ?? '')
-    else if (arg.startsWith('--')) {
-      const [name, inline] = arg.slice(2).split('=', 2)
-      flags.set(name, inline ?? (args[i + 1] && !args[i + 1].startsWith('-') ? args[++i] : 'true'))
-    } else rest.push(arg)
-  }
-  return { flags, rest }
-}
-
 async function check(file: string): Promise<number> {
+  const { loadConfig } = await import('./config/load.ts')
+  const { formatIssue } = await import('./config/source.ts')
+  const { openSqliteStore } = await import('./store/sqlite.ts')
+  const { reconcileUpstreams } = await import('./http/upstreams.ts')
+  const { buildTable } = await import('./table.ts')
+  const { createLogger } = await import('./log.ts')
+  const { CoreMetrics } = await import('./metrics.ts')
   const loaded = await loadConfig(file)
   if (!loaded.config) {
     for (const issue of loaded.issues) console.error(formatIssue(issue))
@@ -109,6 +66,9 @@ async function check(file: string): Promise<number> {
 
 /** `tollgate migrate`: brings the shared engine's schema up to date; nothing to do for SQLite. */
 async function migrate(file: string): Promise<number> {
+  const { loadConfig } = await import('./config/load.ts')
+  const { formatIssue } = await import('./config/source.ts')
+  const { migrateStore } = await import('./store/open.ts')
   const loaded = await loadConfig(file)
   if (!loaded.config) {
     for (const issue of loaded.issues) console.error(formatIssue(issue))
@@ -132,9 +92,10 @@ async function migrate(file: string): Promise<number> {
 }
 
 async function start(file: string): Promise<number> {
+  const { ConfigError, Gateway: GatewayClass } = await import('./gateway.ts')
   let gateway: Gateway
   try {
-    gateway = await Gateway.start({ configFile: file })
+    gateway = await GatewayClass.start({ configFile: file })
   } catch (error) {
     if (error instanceof ConfigError) {
       for (const issue of error.issues) console.error(issue)
@@ -156,41 +117,134 @@ async function start(file: string): Promise<number> {
   return 0
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [command, ...args] = argv
-  const { flags, rest } = parseFlags(args)
-  const file = flags.get('config') || 'gateway.yaml'
-  switch (command) {
-    case 'start': {
-      if (isWorker()) return runWorker(file)
-      const workers = flags.get('workers')
-      if (workers === undefined) return start(file)
-      const count = parseWorkerCount(workers)
-      if (count instanceof Error) {
-        console.error(`tollgate: ${count.message}`)
-        return 2
-      }
-      return runPrimary(file, count)
-    }
-    case 'check':
-      return check(file)
-    case 'routes':
-      return routesCommand(args)
-    case 'schema':
-      return schemaCommand(flags.get('config') || undefined)
-    case 'hash-key':
-      if (!rest[0]) {
-        console.error('usage: tollgate hash-key KEY')
-        return 2
-      }
-      console.log(hashCredential(rest[0]))
+interface Command {
+  spec: CommandSpec
+  run(parsed: Parsed): Promise<number>
+}
+
+const configOf = (parsed: Parsed) => (parsed.values.config as string | undefined) ?? 'gateway.yaml'
+
+const COMMANDS: Record<string, Command> = {
+  start: {
+    spec: {
+      name: 'start',
+      summary: 'Run the gateway. With --workers, N processes share the listener (auto: one per CPU).',
+      options: { config: CONFIG_OPTION, workers: { type: 'string', value: 'N|auto', description: 'number of worker processes' } },
+    },
+    async run(parsed) {
+      const file = configOf(parsed)
+      const workers = await import('./workers.ts')
+      if (workers.isWorker()) return workers.runWorker(file)
+      if (parsed.values.workers === undefined) return start(file)
+      const count = workers.parseWorkerCount(parsed.values.workers as string)
+      if (count instanceof Error) throw new UsageError(`tollgate start: ${count.message}`)
+      return workers.runPrimary(file, count)
+    },
+  },
+  check: {
+    spec: { name: 'check', summary: 'Parse, validate and dry-build the config; exit 1 and print every error.', options: { config: CONFIG_OPTION } },
+    run: (parsed) => check(configOf(parsed)),
+  },
+  routes: {
+    spec: {
+      name: 'routes',
+      summary: 'Print the route table with what its plugins say of each route (x402 prices, credit costs).',
+      options: { config: CONFIG_OPTION, json: { type: 'boolean', description: 'print JSON ({routes, wellKnown}) instead of text' } },
+    },
+    async run(parsed) {
+      const { printRoutes } = await import('./routes-cli.ts')
+      return printRoutes(configOf(parsed), parsed.values.json === true)
+    },
+  },
+  schema: {
+    spec: {
+      name: 'schema',
+      summary: 'Print the composed JSON Schema of gateway.yaml (with -c, the custom plugins FILE names are included).',
+      options: { config: { ...CONFIG_OPTION, description: 'also bind the custom plugins this config names' } },
+    },
+    async run(parsed) {
+      const { schemaCommand } = await import('./schema-cli.ts')
+      return schemaCommand(parsed.values.config as string | undefined)
+    },
+  },
+  'hash-key': {
+    spec: { name: 'hash-key', positionals: ['KEY'], summary: 'Print the hashed form of a key or secret for gateway.yaml.', options: {} },
+    async run(parsed) {
+      if (!parsed.positionals[0]) throw new UsageError('tollgate hash-key: the KEY argument is missing (tollgate hash-key KEY)')
+      const { hashCredential } = await import('./projects.ts')
+      console.log(hashCredential(parsed.positionals[0]))
       return 0
-    case 'usage':
-      return usageCommand(file, flags)
-    case 'migrate':
-      return migrate(file)
-    case 'user':
-      return userCommand(file, rest, flags)
+    },
+  },
+  migrate: {
+    spec: {
+      name: 'migrate',
+      summary: 'Apply the shared store\'s PostgreSQL migrations (store.engine: shared); refuses a schema newer than this version knows.',
+      options: { config: CONFIG_OPTION },
+      notes: 'The embedded engine (sqlite) creates its tables when it opens: there is nothing to migrate.',
+    },
+    run: (parsed) => migrate(configOf(parsed)),
+  },
+  usage: {
+    spec: USAGE_SPEC,
+    async run(parsed) {
+      const { usageCommand } = await import('./usage-cli.ts')
+      return usageCommand(configOf(parsed), parsed.values)
+    },
+  },
+  ...Object.fromEntries(
+    Object.entries(USER_SPECS).map(([sub, spec]) => [
+      `user ${sub}`,
+      {
+        spec,
+        async run(parsed: Parsed) {
+          const { userCommand } = await import('./user-cli.ts')
+          return userCommand(configOf(parsed), sub as keyof typeof USER_SPECS, parsed.values)
+        },
+      },
+    ]),
+  ),
+}
+
+function help(): string {
+  const lines = Object.values(COMMANDS).map(({ spec }) => {
+    const usage = `tollgate ${spec.name}${spec.positionals?.length ? ` ${spec.positionals.join(' ')}` : ''}`
+    return `  ${usage.padEnd(22)} ${spec.summary}`
+  })
+  return [
+    'tollgate — an authenticated, credit-metered reverse proxy',
+    '',
+    'Usage: tollgate COMMAND [options]   (tollgate COMMAND --help lists its options)',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    '  tollgate --version     print the version',
+    '  tollgate --help        print this help',
+  ].join('\n')
+}
+
+const nearestCommand = (typed: string) => nearest(typed, ['start', 'check', 'schema', 'hash-key', 'migrate', 'usage', 'user'])
+
+/** Runs one command line; returns the exit code (2 for a usage mistake). */
+export async function main(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv
+  let name = first
+  let args = rest
+  if (first === 'user') {
+    const sub = rest[0]
+    if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+      console.log(['Usage: tollgate user add|passwd|list [options]', '', ...Object.values(USER_SPECS).map((s) => `  tollgate ${s.name.padEnd(12)} ${s.summary.split('\n')[0]}`), '', 'tollgate user SUBCOMMAND --help lists its options.'].join('\n'))
+      return sub === undefined ? 2 : 0
+    }
+    name = `user ${sub}`
+    args = rest.slice(1)
+    if (!COMMANDS[name]) {
+      console.error(`tollgate user: unknown subcommand "${sub}" (add, passwd or list)`)
+      return 2
+    }
+  }
+  switch (first) {
     case '--version':
     case '-v':
       console.log(version())
@@ -199,10 +253,25 @@ export async function main(argv: string[]): Promise<number> {
     case '--help':
     case '-h':
     case 'help':
-      console.log(HELP)
+      console.log(help())
       return 0
-    default:
-      console.error(`tollgate: unknown command "${command}"\n\n${HELP}`)
-      return 2
+  }
+  const command = COMMANDS[name]
+  if (!command) {
+    const hint = first.startsWith('-') ? `unknown option ${first} (${nearestFlag(first, { version: { type: 'boolean', description: '' } })})` : `unknown command "${first}" (did you mean ${nearestCommand(first)}?)`
+    console.error(`tollgate: ${hint}; see tollgate --help`)
+    return 2
+  }
+  try {
+    const parsed = parseCommand(command.spec, args)
+    if (parsed.help) {
+      console.log(helpText(command.spec))
+      return 0
+    }
+    return await command.run(parsed)
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error
+    console.error(error.message)
+    return 2
   }
 }

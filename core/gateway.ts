@@ -23,7 +23,8 @@ import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
 import { answerParserRefusal } from './http/parser-refusal.ts'
 import { proxyTrust } from './http/client-address.ts'
-import { CoreMetrics, RouteMetrics } from './metrics.ts'
+import { CoreMetrics, RouteMetrics, type ProjectCredits } from './metrics.ts'
+import { currentSchedulePeriod } from './store/periods.ts'
 import { createLogger, flushLogger } from './log.ts'
 import { createAdminServer } from './admin.ts'
 import { openStore } from './store/open.ts'
@@ -103,6 +104,18 @@ export class Gateway {
   #workstations: Workstations | undefined
   readonly #deps: PipelineDeps
 
+  /** Allocation and balance of every metered project in its current period, for the credit gauges. */
+  async #projectCredits(): Promise<ProjectCredits[]> {
+    const now = Date.now()
+    const metered = this.#table.projects.all().filter((project) => project.credits.allocation > 0)
+    return Promise.all(
+      metered.map(async (project) => {
+        const balance = await this.store.balance(project.id, currentSchedulePeriod(project.credits, now), project.credits.allocation)
+        return { project: project.id, allocation: balance.allocation, balance: balance.remaining }
+      }),
+    )
+  }
+
   private constructor(options: StartOptions, config: GatewayConfig, table: Table, upstreams: Map<string, UpstreamHandle>, store: Store, log: Logger, metrics: CoreMetrics, settingsSync: ProjectSettingsSync) {
     this.#options = options
     this.settingsSync = settingsSync
@@ -172,6 +185,7 @@ export class Gateway {
     settingsSync.apply(built.table.projects, built.table.seedProjects)
     metrics.configLoaded(config.hash)
     metrics.reloads.inc({ result: 'success' })
+    metrics.trackCredits(() => gateway.#projectCredits())
     if (config.workstations) {
       gateway.#workstations = await startWorkstations({
         config: config.workstations,

@@ -7,6 +7,13 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { backgroundErrorCounts, storeRetryCounts } from './resilience.ts'
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series-metrics.ts'
 
+/** One project's credits, as the gauges export them. */
+export interface ProjectCredits {
+  project: string
+  allocation: number
+  balance: number
+}
+
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
 export class CoreMetrics {
@@ -80,6 +87,27 @@ export class CoreMetrics {
     },
   })
 
+  /** Where the credit gauges read from; set once the store and projects exist (see trackCredits). */
+  #creditSource: (() => Promise<ProjectCredits[]>) | undefined
+  // Per project, read from the store when scraped, never on the request path. With --workers
+  // every worker reads the same store: the primary keeps one value (max), not their sum.
+  readonly creditAllocation: Gauge = new Gauge({
+    name: 'tollgate_project_credit_allocation',
+    help: "Credits a project is allocated for its current period (projects[].credits.allocation, or its run-time setting).",
+    labelNames: ['project'] as const,
+    aggregator: 'max',
+    registers: [this.registry],
+    collect: () => this.#collectCredits(),
+  })
+  readonly creditBalance: Gauge = new Gauge({
+    name: 'tollgate_project_credit_balance',
+    help: "Credits a project has left in its current period: allocation + granted - used, never below 0.",
+    labelNames: ['project'] as const,
+    aggregator: 'max',
+    registers: [this.registry],
+    collect: () => this.#collectCredits(),
+  })
+
   constructor() {
     this.registry.setDefaultLabels({})
     collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' })
@@ -89,6 +117,35 @@ export class CoreMetrics {
     }
     this.reloads.inc({ result: 'success' }, 0)
     this.reloads.inc({ result: 'failure' }, 0)
+  }
+
+  /** Makes the credit gauges read `source` at each scrape (projects with an allocation of 0 are left out). */
+  trackCredits(source: () => Promise<ProjectCredits[]>): void {
+    this.#creditSource = source
+  }
+
+  /** One store read per scrape: the registry collects both gauges at once, and both await it. */
+  #collecting: Promise<void> | undefined
+
+  #collectCredits(): Promise<void> {
+    this.#collecting ??= this.#readCredits().finally(() => {
+      this.#collecting = undefined
+    })
+    return this.#collecting
+  }
+
+  async #readCredits(): Promise<void> {
+    if (!this.#creditSource) return
+    // A store that cannot answer now keeps the last values (its own health is /readyz's concern).
+    const credits = await this.#creditSource().catch(() => undefined)
+    if (!credits) return
+    // Reset first: a project removed since the last scrape must disappear, not keep its last value.
+    this.creditAllocation.reset()
+    this.creditBalance.reset()
+    for (const { project, allocation, balance } of credits) {
+      this.creditAllocation.set({ project }, allocation)
+      this.creditBalance.set({ project }, balance)
+    }
   }
 
   configLoaded(hash: string): void {

@@ -3,6 +3,7 @@
  * gateway.yaml. The core never imports a plugin by name; it only knows this contract.
  */
 import { existsSync, readdirSync } from 'node:fs'
+import { register } from 'node:module'
 import { join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { PluginDefinition } from './plugin.ts'
@@ -53,9 +54,22 @@ export function builtinPlugins(dir = BUILTIN_PLUGIN_DIR): Promise<Map<string, Pl
   return builtins
 }
 
+let hooksRegistered = false
+
+/**
+ * Lets a plugin from any folder load: `tollgate/plugin` resolves to this checkout, and ESM `.js`/`.ts`
+ * needs no package.json beside it (core/plugin-hooks.js). Registered once, before the first custom plugin.
+ */
+export function registerPluginHooks(): void {
+  if (hooksRegistered) return
+  hooksRegistered = true
+  register(new URL('./plugin-hooks.js', import.meta.url))
+}
+
 /** Loads a custom plugin module; the path is relative to the config file's directory. */
 export async function loadCustomPlugin(configDir: string, path: string): Promise<PluginDefinition> {
   const file = resolve(configDir, path)
   if (!existsSync(file)) throw new Error(`no such file: ${file}`)
+  registerPluginHooks()
   return importDefinition(file)
 }

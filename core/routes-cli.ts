@@ -65,7 +65,11 @@ export async function routesCommand(args: string[]): Promise<number> {
     console.log(ROUTES_HELP)
     return 0
   }
-  const file = values.config || 'gateway.yaml'
+  return printRoutes(values.config || 'gateway.yaml', values.json === true)
+}
+
+/** Prints the route table of `file`, as text or JSON; 1 when the config does not build. */
+export async function printRoutes(file: string, json: boolean): Promise<number> {
   const loaded = await loadConfig(file)
   if (!loaded.config) {
     for (const issue of loaded.issues) console.error(formatIssue(issue))
@@ -93,7 +97,7 @@ export async function routesCommand(args: string[]): Promise<number> {
     const wellKnown = [...loaded.plugins.values()]
       .filter((plugin) => plugin.wellKnown && routes.some((route) => plugin.name in route.descriptions))
       .map((plugin) => `/.well-known/${plugin.wellKnown!.name}`)
-    console.log(values.json ? JSON.stringify({ routes, wellKnown }, null, 2) : formatCatalog(routes, wellKnown))
+    console.log(json ? JSON.stringify({ routes, wellKnown }, null, 2) : formatCatalog(routes, wellKnown))
     return 0
   } finally {
     await Promise.allSettled([...current.values()].map((u) => u.pool.close()))

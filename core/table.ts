@@ -115,14 +115,11 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
   const instances: PluginInstance[] = []
   const adminRoutes: AdminRoute[] = []
   const formats = collectErrorFormats(deps.plugins)
-  const fail = (entry: PluginEntry | undefined, route: RouteConfig | undefined, message: string) =>
-    issues.push({
-      file: config.file.split('/').pop()!,
-      ...deps.locate(entry?.path ?? route?.configPath ?? []),
-      path: entry?.path ?? route?.configPath ?? [],
-      subject: entry?.name,
-      message,
-    })
+  const fail = (entry: PluginEntry | undefined, route: RouteConfig | undefined, message: string) => {
+    const issue = { file: config.file.split('/').pop()!, ...deps.locate(entry?.path ?? route?.configPath ?? []), path: entry?.path ?? route?.configPath ?? [], subject: entry?.name, message }
+    // The routes of one template (`each`) share its block: its mistake is reported once.
+    if (!issues.some((seen) => seen.line === issue.line && seen.column === issue.column && seen.message === issue.message)) issues.push(issue)
+  }
 
   const instantiate = async (entry: PluginEntry, route: RouteConfig, secretParams: string[]): Promise<PluginInstance | undefined> => {
     const init: PluginInit = {

@@ -5,6 +5,22 @@ import { openStore } from './store/open.ts'
 import { mergeProjects } from './project-settings.ts'
 import { toProjects } from './table.ts'
 import type { Granularity, Store, UsageRow } from './store/types.ts'
+import { CONFIG_OPTION, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
+
+export const USAGE_SPEC: CommandSpec = {
+  name: 'usage',
+  summary: 'Print per-project usage as a table (through the admin API when the gateway runs).',
+  options: {
+    config: CONFIG_OPTION,
+    project: { type: 'string', value: 'ID', description: 'only this project' },
+    from: { type: 'string', value: 'ISO', description: 'start of the range (default: 30 days before --to)' },
+    to: { type: 'string', value: 'ISO', description: 'end of the range (default: now)' },
+    granularity: { type: 'string', value: 'hour|day', description: 'bucket size (default: day)' },
+    admin: { type: 'string', value: 'URL', description: "the running gateway's admin listener (default: the configured one)" },
+    token: { type: 'string', value: 'T', description: 'admin token (default: $TOLLGATE_ADMIN_TOKEN)' },
+  },
+  notes: 'Without a reachable admin API and a token, the store is read directly (stop the gateway first for the sqlite engine).',
+}
 
 const DAY = 86_400_000
 
@@ -13,29 +29,24 @@ function table(rows: (string | number)[][]): string {
   return rows.map((row) => row.map((cell, col) => (typeof cell === 'number' ? String(cell).padStart(widths[col]) : String(cell).padEnd(widths[col]))).join('  ')).join('\n')
 }
 
-export async function usageCommand(file: string, flags: Map<string, string>): Promise<number> {
+export async function usageCommand(file: string, values: Parsed['values']): Promise<number> {
+  const flags = values as Partial<Record<'project' | 'from' | 'to' | 'granularity' | 'admin' | 'token', string>>
+  const granularity = (flags.granularity ?? 'day') as Granularity
+  if (granularity !== 'hour' && granularity !== 'day') throw new UsageError('tollgate usage: --granularity must be hour or day')
+  const to = flags.to !== undefined ? Date.parse(flags.to) : Date.now()
+  const from = flags.from !== undefined ? Date.parse(flags.from) : to - 30 * DAY
+  if (Number.isNaN(from) || Number.isNaN(to)) throw new UsageError('tollgate usage: --from and --to must be ISO 8601 dates')
   const loaded = await loadConfig(file)
   if (!loaded.config) {
     for (const issue of loaded.issues) console.error(formatIssue(issue))
     return 1
   }
-  const granularity = (flags.get('granularity') ?? 'day') as Granularity
-  if (granularity !== 'hour' && granularity !== 'day') {
-    console.error('--granularity must be hour or day')
-    return 2
-  }
-  const to = flags.has('to') ? Date.parse(flags.get('to')!) : Date.now()
-  const from = flags.has('from') ? Date.parse(flags.get('from')!) : to - 30 * DAY
-  if (Number.isNaN(from) || Number.isNaN(to)) {
-    console.error('--from and --to must be ISO 8601 dates')
-    return 2
-  }
-  const wanted = flags.get('project')
+  const wanted = flags.project
   const rows: (string | number)[][] = [['project', 'bucket', 'api_type', 'requests', 'credits', 'errors']]
   const range = { from, to, granularity }
   // A running gateway holds the database; ask it through the admin API, else read the store.
-  const base = adminBase(loaded.config.admin, flags.get('admin'))
-  const token = flags.get('token') ?? process.env.TOLLGATE_ADMIN_TOKEN
+  const base = adminBase(loaded.config.admin, flags.admin)
+  const token = flags.token ?? process.env.TOLLGATE_ADMIN_TOKEN
   let fetchUsage = await viaAdmin(base, token)
   let store: Store | undefined
   // Projects of gateway.yaml and those created at run time (store settings).

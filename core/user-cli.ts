@@ -15,12 +15,36 @@ import { isRole, NEW_ACCOUNT_EMAIL_RULE, newAccountEmail, normaliseEmail, unknow
 import { openStore } from './store/open.ts'
 import { AccountConflict, type Role } from './store/accounts/types.ts'
 import type { Store } from './store/types.ts'
+import { CONFIG_OPTION, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
 
-const USAGE = `usage:
-  tollgate user add --email E --role operator|owner [--project ID]... [-c FILE]
-  tollgate user passwd --email E [-c FILE]
-  tollgate user list [-c FILE]
-The password is asked on the terminal (no echo), or read from stdin's first line.`
+const PASSWORD_NOTE = `The password is asked on the terminal (no echo, twice), or read from the first line of stdin
+when stdin is not a terminal, e.g.  printf '%s\\n' "$PASSWORD" | npx tollgate user add ...
+It is never an argument: ps and the shell history would show it.`
+
+/** Refused on purpose: named, so that the answer is "read from stdin" rather than "unknown option". */
+const PASSWORD_OPTION = { type: 'string', value: 'P', description: 'refused: pass the password on stdin or at the prompt (see below)' } as const
+
+export const USER_SPECS = {
+  add: {
+    name: 'user add',
+    summary: 'Create an admin account (operator: everything; owner: the projects named by --project).',
+    options: {
+      config: CONFIG_OPTION,
+      email: { type: 'string', value: 'E', description: 'sign-in address of the account' },
+      role: { type: 'string', value: 'operator|owner', description: 'what the account may do' },
+      project: { type: 'string', value: 'ID', multiple: true, description: 'a project an owner owns' },
+      password: PASSWORD_OPTION,
+    },
+    notes: PASSWORD_NOTE,
+  },
+  passwd: {
+    name: 'user passwd',
+    summary: "Change an account's password (signs its sessions out).",
+    options: { config: CONFIG_OPTION, email: { type: 'string', value: 'E', description: 'sign-in address of the account' }, password: PASSWORD_OPTION },
+    notes: PASSWORD_NOTE,
+  },
+  list: { name: 'user list', summary: 'List accounts, roles and owned projects.', options: { config: CONFIG_OPTION } },
+} satisfies Record<string, CommandSpec>
 
 /** Reads a line from a TTY without echoing it. */
 function promptHidden(question: string): Promise<string> {
@@ -69,16 +93,6 @@ async function readNewPassword(): Promise<string> {
   return first
 }
 
-/** Collects every `--project ID` (parseFlags keeps only the last of a repeated flag). */
-function projectsOf(args: string[]): string[] {
-  const projects: string[] = []
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--project' && args[i + 1] !== undefined) projects.push(args[++i])
-    else if (args[i].startsWith('--project=')) projects.push(args[i].slice('--project='.length))
-  }
-  return projects
-}
-
 async function withStore<T>(file: string, work: (store: Store, knownProjects: Set<string>) => Promise<T>): Promise<T> {
   const loaded = await loadConfig(file)
   if (!loaded.config) {
@@ -95,8 +109,11 @@ async function withStore<T>(file: string, work: (store: Store, knownProjects: Se
 }
 
 /** `tollgate user ...`; returns the exit code. */
-export async function userCommand(file: string, args: string[], flags: Map<string, string>): Promise<number> {
-  const [sub] = args
+export async function userCommand(file: string, sub: keyof typeof USER_SPECS, values: Parsed['values']): Promise<number> {
+  if (values.password !== undefined) {
+    throw new UsageError(`tollgate user ${sub}: --password is refused: a password in the arguments is seen by ps and kept in the shell history.\n${PASSWORD_NOTE}`)
+  }
+  const flags = values as { email?: string; role?: string; project?: string[] }
   try {
     if (sub === 'list') {
       return await withStore(file, async (store) => {
@@ -104,22 +121,14 @@ export async function userCommand(file: string, args: string[], flags: Map<strin
         return 0
       })
     }
-    if (sub !== 'add' && sub !== 'passwd') {
-      console.error(USAGE)
-      return 2
-    }
     // A new account needs a plain address; passwd finds an existing one by the sign-in rule.
-    const email = sub === 'add' ? newAccountEmail(flags.get('email')) : normaliseEmail(flags.get('email'))
+    const email = sub === 'add' ? newAccountEmail(flags.email) : normaliseEmail(flags.email)
     if (!email) {
-      console.error(`tollgate user ${sub}: --${sub === 'add' ? NEW_ACCOUNT_EMAIL_RULE : 'email must be an email address'}\n${USAGE}`)
-      return 2
+      throw new UsageError(`tollgate user ${sub}: --${sub === 'add' ? NEW_ACCOUNT_EMAIL_RULE : 'email must be an email address'}; see tollgate user ${sub} --help`)
     }
-    const role = flags.get('role')
-    const projects = projectsOf(process.argv.slice(2))
-    if (sub === 'add' && !isRole(role)) {
-      console.error(`tollgate user add: --role must be operator or owner\n${USAGE}`)
-      return 2
-    }
+    const role = flags.role
+    const projects = flags.project ?? []
+    if (sub === 'add' && !isRole(role)) throw new UsageError('tollgate user add: --role must be operator or owner; see tollgate user add --help')
     const password = await readNewPassword()
     const weak = weakPassword(password)
     if (weak) {
@@ -147,6 +156,7 @@ export async function userCommand(file: string, args: string[], flags: Map<strin
       return 0
     })
   } catch (error) {
+    if (error instanceof UsageError) throw error
     if (error instanceof AccountConflict) {
       console.error(`tollgate user add: ${error.message}`)
       return 1

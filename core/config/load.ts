@@ -39,7 +39,7 @@ function validateInto(source: ConfigSource, ajv: Ajv, schema: JsonSchema, value:
     const full = [...base, ...problem.path]
     const labelled = subject ? subject(problem.path) : { path: full }
     const position = source.locate(full, problem.atKey)
-    source.issues.push({ file: source.label, ...position, path: labelled.path, subject: labelled.subject, message: problem.message })
+    source.report({ file: source.label, ...position, path: labelled.path, subject: labelled.subject, message: problem.message })
   }
   return false
 }

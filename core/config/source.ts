@@ -78,7 +78,13 @@ export class ConfigSource {
   }
 
   issue(path: ConfigPath, message: string, options: { subject?: string; atKey?: boolean } = {}): ConfigIssue {
-    const issue = { file: this.label, ...this.locate(path, options.atKey), path, subject: options.subject, message }
+    return this.report({ file: this.label, ...this.locate(path, options.atKey), path, subject: options.subject, message })
+  }
+
+  /** Records an issue once: the routes a template (`each`) expands to share its block, and its mistakes. */
+  report(issue: ConfigIssue): ConfigIssue {
+    const same = this.issues.find((seen) => seen.line === issue.line && seen.column === issue.column && seen.message === issue.message && seen.subject === issue.subject)
+    if (same) return same
     this.issues.push(issue)
     return issue
   }

@@ -228,7 +228,10 @@ export class WorkstationPublicRoutes {
         // Only the browser that started the link may finish it: else an attacker could start a link
         // for their own account and have a victim sign in, binding the victim's IdP account to them.
         if (!linkBinding || !bindingMatches(cookieOf(req, LINK_COOKIE), linkBinding)) {
-          return sendJson(res, 403, 'link_not_started_here', 'finish linking in the browser that started it (POST /admin/account/identity/link sets its tollgate_link cookie); start again')
+          // The usual cause is not an attack but a host mismatch: the link cookie is set on the host
+          // the admin page was opened on (localhost:8081), the callback lands on the public URL's host.
+          const host = this.options.publicUrl ? new URL(this.options.publicUrl).hostname : req.headers.host?.split(':')[0]
+          return sendJson(res, 403, 'link_not_started_here', `this browser did not send the tollgate_link cookie set when the link started: start the link from an admin page on the same host as the callback (${host ?? 'the public URL'}, not e.g. localhost for 127.0.0.1) in the same browser, then try again`)
         }
         try {
           await this.options.links.link(linkUserId, identity)

@@ -14,7 +14,8 @@ t.test('--version and --help', async (t) => {
   t.equal(version.status, 0)
   t.equal(version.stdout.trim(), JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version)
   const help = cli('--help')
-  t.match(help.stdout, /tollgate start \[-c FILE\]/)
+  t.match(help.stdout, /tollgate start /)
+  t.match(help.stdout, /tollgate user add /)
   t.equal(cli('nonsense').status, 2)
 })
 

@@ -56,6 +56,55 @@ t.test('compose: two gateways on the shared store, PostgreSQL and Redis, each wi
   t.equal(new Set(ports).size, 2, 'the two gateways publish different host ports')
 })
 
+/** Seconds of a Prometheus duration (`30d`, `15m`, `1h30m`). */
+function seconds(duration: string): number {
+  const unit: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86400, w: 604800, y: 31536000 }
+  let total = 0
+  for (const [, n, u] of duration.matchAll(/(\d+)(ms|s|m|h|d|w|y)/g)) total += Number(n) * unit[u]
+  return total
+}
+
+t.test('compose: Prometheus keeps more than the longest alert window, on a volume; Alertmanager has one receiver', async (t) => {
+  const compose = parse(read('compose.yaml'), { merge: true }) as { services: Record<string, any>; volumes: Record<string, unknown> }
+  const prometheus = compose.services.prometheus
+  const flag = (name: string) => (prometheus.command as string[]).find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1]
+  const retention = flag('storage.tsdb.retention.time')
+  t.ok(retention, 'the retention is set, not the 15-day default')
+  const rules = parse(read('alert-rules.yml')).groups.flatMap((g: any) => g.rules) as { expr: string; for?: string }[]
+  const windows = rules.flatMap((rule) => [...rule.expr.matchAll(/\[(\w+)\]/g)].map((m) => m[1]).concat(rule.for ?? []))
+  const longest = Math.max(...windows.map(seconds))
+  t.ok(seconds(retention!) > longest, `retention ${retention} > the longest window or for: (${longest} s)`)
+  const tsdb = flag('storage.tsdb.path') ?? '/prometheus'
+  const volume = (prometheus.volumes as string[]).find((v) => v.endsWith(`:${tsdb}`))
+  t.ok(volume && volume.split(':')[0] in compose.volumes, `Prometheus's ${tsdb} is a named volume`)
+  for (const rule of rules) t.notMatch(rule.expr, /vector\(\d/, 'no hard-coded number stands in for a metric')
+
+  const alertmanager = compose.services.alertmanager
+  t.ok(alertmanager, 'an Alertmanager service')
+  const mounted = (alertmanager.volumes as string[]).find((v) => v.includes(':/etc/alertmanager/alertmanager.yml'))
+  t.ok(mounted && existsSync(DEPLOY + mounted.split(':')[0]), 'its config is mounted and exists')
+  const config = parse(read('alertmanager.yml'))
+  t.equal(config.receivers.length, 1, 'one receiver')
+  t.equal(config.route.receiver, config.receivers[0].name, 'every alert goes to it')
+  t.match(config.receivers[0].webhook_configs[0].url, /^https?:\/\//)
+  const scrape = parse(read('prometheus.yml'))
+  t.same(scrape.alerting.alertmanagers[0].static_configs[0].targets, ['alertmanager:9093'], 'Prometheus sends its alerts there')
+})
+
+t.test('compose: the healthcheck probes the configured admin port; .env.example names every variable compose needs', async (t) => {
+  const compose = parse(read('compose.yaml'), { merge: true }) as { services: Record<string, any> }
+  const gateway = compose.services['tollgate-a']
+  const probe = gateway.healthcheck.test.join(' ')
+  t.notMatch(probe, /127\.0\.0\.1:8081/, 'no hard-coded port')
+  t.match(probe, /process\.env\.TOLLGATE_ADMIN_PORT/, 'the port the gateway was given')
+  t.match(gateway.environment.TOLLGATE_ADMIN_PORT, /TOLLGATE_ADMIN_PORT/, 'which compose passes to it')
+  t.match(parse(read('gateway.yaml')).admin.listen.port, /TOLLGATE_ADMIN_PORT/, 'and gateway.yaml listens on')
+  const example = read('.env.example')
+  const defined = new Set([...example.matchAll(/^([A-Z_]+)=/gm)].map((m) => m[1]))
+  const used = new Set([...read('compose.yaml').matchAll(/\$\{([A-Z_]+)/g)].map((m) => m[1]))
+  for (const name of used) t.ok(defined.has(name), `.env.example sets ${name}`)
+})
+
 t.test('the deploy config uses the shared store from the environment', async (t) => {
   const config = parse(read('gateway.yaml'))
   t.same(config.store, { engine: 'shared', postgres: '${DATABASE_URL}', redis: '${REDIS_URL}' })
@@ -120,7 +169,7 @@ routes:
       - { name: key-in-path-auth, config: { scope: rpc } }
       - { name: rate-limit, config: { by: project, capacity: 100, refillPerSecond: 10 } }
       - { name: credit-meter, config: { apiType: PRIVNET_RPC, cost: 1 } }
-`)
+`, { startTimeoutMs: 60_000 })
   t.teardown(async () => {
     await gw.stop()
     await up.close()
@@ -133,6 +182,11 @@ routes:
     if (match[2] === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) exported.add(match[1] + suffix)
   }
   t.ok(exported.has('tollgate_http_requests_total'), 'the gateway exports its request counter')
+  // The credit gauges the exhaustion alerts read: one series per metered project, from the store.
+  const gauge = (name: string) => Number(text.match(new RegExp(`^${name}\\{project="deploy"\\} (\\S+)$`, 'm'))?.[1])
+  t.equal(gauge('tollgate_project_credit_allocation'), 1000, 'allocation of project deploy')
+  const balance = gauge('tollgate_project_credit_balance')
+  t.ok(balance >= 998 && balance <= 999, `balance of project deploy after its metered requests: ${balance}`)
 
   const metricsIn = (expr: string) => [...expr.matchAll(/\b((?:tollgate|process|nodejs)_[a-z0-9_]+)\b/g)].map((m) => m[1])
   const rules = parse(read('alert-rules.yml')).groups.flatMap((g: any) => g.rules) as { expr: string; alert?: string; record?: string }[]

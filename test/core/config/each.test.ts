@@ -75,3 +75,33 @@ t.test('bad `each` values and an unknown expanded upstream are config errors', a
 `)
   t.same(unknown.messages, ['gateway.yaml:9:15 routes[0].upstream: unknown upstream "api-asia"'])
 })
+
+t.test("a mistake in a template's block is reported once, not once per expanded route", async (t) => {
+  const { messages } = await load(`${upstreams}  - name: api-{region}
+    each: { region: [eu, us] }
+    path: /{region}/v1/*rest
+    upstream: api-{region}
+    plugins:
+      - { name: rate-limit, config: { by: project, capacity: -1, refillPerSecond: 10 } }
+`)
+  t.equal(messages.filter((m) => m.includes('rate-limit.capacity')).length, 1, messages.join('\n'))
+})
+
+t.test('a plugin that refuses its config in every expanded route is reported once by tollgate check', async (t) => {
+  const { spawnSync } = await import('node:child_process')
+  const { BIN } = await import('../../helpers/gateway-process.ts')
+  const file = join(dir, 'check-once.yaml')
+  // credit-meter without an apiType throws in create(), once per expanded route.
+  writeFileSync(file, `${upstreams}  - name: api-{region}
+    each: { region: [eu, us] }
+    path: /{region}/v1/*rest
+    upstream: api-{region}
+    plugins:
+      - { name: key-in-path-auth, config: { scope: rpc } }
+      - { name: credit-meter, config: { cost: 1 } }
+`)
+  const result = spawnSync(process.execPath, [BIN, 'check', '-c', file], { encoding: 'utf8' })
+  t.equal(result.status, 1)
+  const lines = result.stderr.trim().split('\n').filter((line) => line.includes('credit-meter'))
+  t.equal(lines.length, 1, result.stderr)
+})

@@ -1,4 +1,4 @@
-/** The plugin author's guide (docs/plugins.md), step 3, as a running test of its example plugin. */
+/** The example plugin examples/plugins/require-header, driven through a real gateway process. */
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
