@@ -247,6 +247,17 @@ export class CreditLeases {
     for (const lease of this.ending.values()) this.sendEnd(lease)
   }
 
+  /**
+   * Gives this instance's lease of a period back now, its unheld credits at once and the rest as its
+   * requests end (a schedule change carries what the period has left, so none may sit in a lease).
+   */
+  returnLease(projectId: string, period: string): void {
+    const lease = this.leases.get(`${projectId}\u001f${period}`)
+    if (lease === undefined) return
+    this.giveBack(lease)
+    this.retire(lease)
+  }
+
   /** Forgets settled holds nobody closed that are older than `cutoff` (epoch ms). */
   sweep(cutoff: number): void {
     for (const hold of this.holds.values()) if (hold.state !== 'pending' && hold.createdAt < cutoff) this.holds.delete(hold.id)
