@@ -365,6 +365,22 @@ export class SharedStore implements Store {
     }
   }
 
+  /**
+   * Stops this instance the way a `kill -9` right after its last answer would, for tests of what the
+   * other instances do about it: timers stop (no heartbeat), connections drop, and nothing is
+   * released or unregistered. Its pending holds and leases stay until the reaper of a live instance
+   * releases them; the writes already queued are applied first (they were answered or are about to be).
+   */
+  async abandon(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    for (const timer of this.timers) clearInterval(timer)
+    await this.batch.close().catch(() => {})
+    await this.settings.close().catch(() => {})
+    await this.buckets.close().catch(() => {})
+    await this.pool.end().catch(() => {})
+  }
+
   /** One heartbeat at a time. */
   private async beat(): Promise<void> {
     if (this.beating || this.closed) return
