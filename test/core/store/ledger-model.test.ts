@@ -63,10 +63,10 @@ interface EngineSpec {
 }
 
 const ENGINES: EngineSpec[] = [
-  { name: 'sqlite', shared: false, runs: LONG ? 2000 : 60, steps: LONG ? 80 : 40 },
-  { name: 'shared', shared: true, leaseCredits: 100, runs: LONG ? 300 : 8, steps: LONG ? 60 : 25 },
-  { name: 'shared without leases', shared: true, leaseCredits: 0, runs: LONG ? 300 : 8, steps: LONG ? 60 : 25 },
-  { name: 'shared, async credit commit', shared: true, leaseCredits: 100, creditCommit: 'async', runs: LONG ? 300 : 8, steps: LONG ? 60 : 25 },
+  { name: 'sqlite', shared: false, runs: LONG ? 2000 : 50, steps: LONG ? 80 : 40 },
+  { name: 'shared', shared: true, leaseCredits: 100, runs: LONG ? 300 : 12, steps: LONG ? 60 : 30 },
+  { name: 'shared without leases', shared: true, leaseCredits: 0, runs: LONG ? 300 : 12, steps: LONG ? 60 : 30 },
+  { name: 'shared, async credit commit', shared: true, leaseCredits: 100, creditCommit: 'async', runs: LONG ? 300 : 12, steps: LONG ? 60 : 30 },
 ]
 
 // ---------------------------------------------------------------- the reference model
@@ -149,7 +149,7 @@ interface Real {
   reap?: (instanceId: string) => Promise<number>
   crashed: string[]
   schema?: string
-  steps: { n: number }
+  steps: { n: number; time: Map<string, { n: number; applyMs: number; checkMs: number }> }
 }
 
 type Cmd = fc.AsyncCommand<Model, Real>
@@ -206,7 +206,10 @@ async function checkAll(model: Model, real: Real): Promise<void> {
   if (everywhere !== model.totalGranted) fail(`model: granted ${everywhere} across periods, ${model.totalGranted} granted`)
   if (model.shared && real.schema !== undefined) {
     // One committed hold row per acknowledged charge, charging what the model says.
-    const rows = await sql<{ id: string; charged: string; state: string }>(real.schema, `SELECT id, charged, state FROM credit_holds WHERE project_id = $1 AND api_type <> 'lease' AND state = 'committed'`, [model.projectId])
+    const { rows } = await (real.a as SharedStore).pool.query<{ id: string; charged: string }>(
+      `SELECT id, charged FROM credit_holds WHERE project_id = $1 AND api_type <> 'lease' AND state = 'committed'`,
+      [model.projectId],
+    )
     const stored = rows.map((row) => [row.id, Number(row.charged)]).filter(([, charged]) => charged !== 0).sort()
     // A charge of 0 (refunded whole) may have a row or not (with leases, one refunded before its commit has none).
     const expected = model.reservations.filter((r) => r.state === 'committed' && r.charged > 0).map((r) => [r.id, r.charged]).sort()
@@ -220,8 +223,16 @@ abstract class Step implements Cmd {
   abstract toString(): string
   async run(model: Model, real: Real): Promise<void> {
     real.steps.n++
+    const started = performance.now()
     await this.apply(model, real)
+    const applied = performance.now()
     await checkAll(model, real)
+    const name = this.constructor.name
+    const time = real.steps.time.get(name) ?? { n: 0, applyMs: 0, checkMs: 0 }
+    time.n++
+    time.applyMs += applied - started
+    time.checkMs += performance.now() - applied
+    real.steps.time.set(name, time)
   }
 }
 
@@ -475,7 +486,7 @@ function commandsFor(spec: EngineSpec) {
 const clock = { now: START }
 
 async function openReal(spec: EngineSpec, t: Test): Promise<Real> {
-  const steps = { n: 0 }
+  const steps = { n: 0, time: new Map<string, { n: number; applyMs: number; checkMs: number }>() }
   const retention = 10 * 365 * 86_400_000
   if (!spec.shared) {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-ledger-model-'))
@@ -555,6 +566,7 @@ for (const spec of ENGINES.filter((e) => process.env.LEDGER_MODEL_ENGINE === und
       { seed: SEED, numRuns: spec.runs, verbose: 1 },
     )
     t.pass(`${spec.runs} sequences of up to ${spec.steps} steps, ${real.steps.n} steps run (seed ${SEED}) in ${Date.now() - started} ms`)
+    t.comment(`per command: ${[...real.steps.time].map(([name, v]) => `${name} ${v.n}× ${Math.round(v.applyMs / v.n)}+${Math.round(v.checkMs / v.n)} ms`).join(', ')}`)
     if (tolerated > 0) t.comment(`${tolerated} refusals while credits sat in another instance's lease (exact once given back)`)
   })
 }
