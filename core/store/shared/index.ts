@@ -209,8 +209,14 @@ export class SharedStore implements Store {
     return Promise.all([this.pingPostgres(1000), this.buckets.ping(1000)]).then(([postgres, redis]) => ({ ok: postgres === 'ok', components: { postgres, redis } }))
   }
 
-  reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    return this.credits.reserve(reservation)
+  /**
+   * A refusal reports the balance (the 402's "N credits left") read as every balance is read: the
+   * reserve and lease ops' own `used + pending` count credits parked in leases as used.
+   */
+  async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const result = await this.credits.reserve(reservation)
+    if (result.ok) return result
+    return { ok: false, balance: await this.balance(reservation.projectId, reservation.period, reservation.allocation) }
   }
 
   commitCredits(reservationId: string): Promise<void> {

@@ -247,8 +247,10 @@ class Reserve extends Step {
     const period = periodOf(model)
     const id = `${model.projectId}-r${++model.sequence}`
     const available = ALLOCATION + grantedOf(model, period) - usedOf(model, period)
-    const { ok } = await storeOf(real, this.instance).reserveCredits({ id, projectId: model.projectId, period, allocation: ALLOCATION, amount: this.amount, apiType: this.apiType })
+    const { ok, balance } = await storeOf(real, this.instance).reserveCredits({ id, projectId: model.projectId, period, allocation: ALLOCATION, amount: this.amount, apiType: this.apiType })
     model.touched.add(period)
+    // A refusal reports the balance a balance read gives (the 402's "N credits left").
+    if (!ok && this.instance === 'a') expectEqual([balance.granted, balance.used], [grantedOf(model, period), visibleUsed(model, period)], `refused reserve's balance of ${period}`)
     if (ok) {
       if (this.amount > available) fail(`reserve of ${this.amount} admitted with ${available} available in ${period}`)
       model.reservations.push({ id, instance: this.instance, period, apiType: this.apiType, hour: Math.floor(model.now / 3_600_000) * 3_600_000, charged: this.amount, state: 'pending', lost: false })
