@@ -42,7 +42,8 @@ export async function carryOnScheduleChange(
     fromAllocation: before.credits.allocation,
     to,
     toAllocation: after.credits.allocation,
-    actor,
+    // The audit actor as the settings change recorded it, in the form a carry row takes (never a 500).
+    actor: actor.replace(/[^\x20-\x7e]/g, '?').slice(0, 128) || 'admin',
   })
 }
 
