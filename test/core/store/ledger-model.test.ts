@@ -65,7 +65,7 @@ interface EngineSpec {
 }
 
 const ENGINES: EngineSpec[] = [
-  { name: 'sqlite', shared: false, runs: LONG ? 2000 : 50, steps: LONG ? 80 : 40 },
+  { name: 'sqlite', shared: false, runs: LONG ? 2000 : 40, steps: LONG ? 80 : 40 },
   { name: 'shared', shared: true, leaseCredits: 100, runs: LONG ? 300 : 12, steps: LONG ? 60 : 30 },
   { name: 'shared without leases', shared: true, leaseCredits: 0, runs: LONG ? 300 : 12, steps: LONG ? 60 : 30 },
   { name: 'shared, async credit commit', shared: true, leaseCredits: 100, creditCommit: 'async', runs: LONG ? 300 : 12, steps: LONG ? 60 : 30 },
