@@ -13,7 +13,9 @@
  * audit trail (`credits.top_up`, after the grant committed). Its id is `topup:<project>:<idempotencyKey>`, so the same key
  * sent again (a retry after a lost answer) grants once and answers 200 with the first grant's
  * balance; a top-up without a key gets a random one. Granted credits count in the period they were
- * granted in, like the allocation: the next refill starts from the allocation again.
+ * granted in, like the allocation: the next refill starts from the allocation again; a change of
+ * schedule carries the unspent ones into the new period (core/credit-carry.ts). Every balance these
+ * routes answer is the store's balance read (the top-up's too), so two answers never disagree.
  */
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'

@@ -256,7 +256,7 @@ export class Gateway {
       protectMetrics: () => this.#table.config.admin.protectMetrics,
       accounts: this.accounts,
       settingsRoutes: settingsAdmin(
-        { settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects, accounts: this.accounts },
+        { settings: this.store.settings, sync: this.settingsSync, projects: () => this.#table.projects, accounts: this.accounts, store: this.store },
         () => this.#table.seedProjects,
       ),
       creditsRoutes: creditsAdmin({ store: this.store, projects: () => this.#table.projects, accounts: this.accounts }),

@@ -37,6 +37,8 @@ import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
 import { hashCredential, type Project, type ProjectDirectory } from './projects.ts'
 import { Router } from './router.ts'
 import type { ProjectSettingsSync } from './project-settings.ts'
+import { carryOnScheduleChange, carryView } from './credit-carry.ts'
+import type { Store } from './store/types.ts'
 import { FIELDS, HASH, KEY_LABEL, PROJECT_ID, ROTATED_LABEL, invalid, limitOf, object, parseExpiry, parseFields, parseGrace } from './settings-admin-input.ts'
 import { SettingsConflict, type ChangeActor, type FeatureFlags, type ProjectFields, type ProjectOverride, type SettingsStore } from './store/settings/types.ts'
 
@@ -46,6 +48,10 @@ export interface SettingsAdminDeps {
   /** The directory of the table in service. */
   projects(): ProjectDirectory
   accounts: Accounts
+  /** Carries unspent grants when a change moves the project to another period (core/credit-carry.ts). */
+  store: Pick<Store, 'carryCredits'>
+  /** Epoch-ms clock that picks the current period. */
+  clock?: () => number
 }
 
 type Handler = (req: {
@@ -94,6 +100,7 @@ export function projectView(project: Project, seed: Project | undefined, overrid
  * them, so the caller can try the plugins' admin routes next.
  */
 export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Project[]) {
+  const clock = deps.clock ?? Date.now
   const view = (id: string) => {
     const project = deps.projects().byId(id)
     if (!project) throw projectNotFound(id)
@@ -169,8 +176,12 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
           if (typeof password !== 'string' || password === '') throw new GatewayError(403, 'password_required', 'changing features.proveBatch or features.sponsoredWallet needs your account password in the field password')
           if (!(await deps.accounts.passwordMatches(principal, password))) throw new GatewayError(403, 'password_incorrect', 'the password is not this account\'s; nothing was changed')
         }
+        const before = existing(params.id)
         await deps.settings.updateProject(params.id, fields, actor)
-        return done(200, params.id)
+        await deps.sync.refresh()
+        // A schedule change never drops grants: what was granted and not spent moves to the new period.
+        const carried = fields.credits ? await carryOnScheduleChange(deps.store, before, deps.projects().byId(params.id), clock(), actor) : undefined
+        return done(200, params.id, carryView(carried))
       },
     },
     {
@@ -282,11 +293,12 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
       method: 'POST',
       path: '/admin/projects/:id/reset',
       handler: operatorOnly(async ({ params, actor }) => {
-        existing(params.id)
+        const before = existing(params.id)
         await deps.settings.resetProject(params.id, actor)
         await deps.sync.refresh()
         const project = deps.projects().byId(params.id)
-        return { body: project ? { project: view(params.id) } : { removed: params.id } }
+        const carried = await carryOnScheduleChange(deps.store, before, project, clock(), actor)
+        return { body: project ? { project: view(params.id), ...carryView(carried) } : { removed: params.id } }
       }),
     },
     {

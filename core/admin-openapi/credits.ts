@@ -58,6 +58,10 @@ export const creditSchemas: Record<string, Schema> = {
       obj({ kind: { const: 'charge' }, apiType: { type: 'string' }, hour: { type: 'string' }, amount: { type: 'number' } }),
       obj({ kind: { const: 'pending' }, amount: { type: 'number' } }),
       obj({ kind: { const: 'earlier_charges' }, amount: { type: 'number' } }),
+      obj({
+        kind: { const: 'carry', description: 'unspent grants a schedule change moved: positive in `to`, negative in `from`' },
+        id: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, actor: { type: 'string' }, at: iso, amount: { type: 'number' },
+      }),
     ],
   },
   Ledger: obj({ project: { type: 'string' }, period: { type: 'string' }, balance: ref('Balance'), entries: { type: 'array', items: ref('LedgerEntry') } }),

@@ -42,6 +42,11 @@ export const projectSchemas: Record<string, Schema> = {
     ['id', 'name', 'source', 'plan', 'scopes', 'credits', 'features', 'hasSecret', 'keys', 'overridden'],
   ),
   ProjectAnswer: obj({ project: ref('Project') }),
+  /** A change that put the project in another period now: its unspent grants moved there (core/credit-carry.ts). */
+  ScheduleChangeAnswer: obj(
+    { project: ref('Project'), carried: obj({ from: { type: 'string' }, to: { type: 'string' }, amount: { type: 'number', description: 'unspent granted credits moved' } }) },
+    ['project'],
+  ),
   KeyListItem: obj({ label: { type: 'string' }, prefix: { type: ['string', 'null'] }, disabled: { type: 'boolean' }, expiresAt: nullableIso, active: { type: 'boolean' } }),
   Change: obj({
     seq: { type: 'integer' },
@@ -71,7 +76,7 @@ export const projectPaths: Record<string, Record<string, unknown>> = {
       parameters: [idParam],
       requestBody: body(projectFields),
       responses: {
-        '200': json(ref('ProjectAnswer')),
+        '200': json(ref('ScheduleChangeAnswer')),
         '400': errorAnswer('invalid_body'),
         ...projectErrors,
         '403': errorAnswer('password_required, password_incorrect, operator_only, csrf_*'),
@@ -139,7 +144,7 @@ export const projectPaths: Record<string, Record<string, unknown>> = {
     post: {
       summary: 'Drop the run-time overrides (operators)',
       parameters: [idParam],
-      responses: { '200': json({ oneOf: [ref('ProjectAnswer'), obj({ removed: { type: 'string' } })] }), ...projectErrors },
+      responses: { '200': json({ oneOf: [ref('ScheduleChangeAnswer'), obj({ removed: { type: 'string' } })] }), ...projectErrors },
     },
   },
   '/admin/projects/{id}/audit': {

@@ -15,6 +15,8 @@
 import type { Worker } from 'node:cluster'
 import type {
   CreditBalance,
+  CreditCarried,
+  CreditCarry,
   CreditGrant,
   CreditLedger,
   CreditReservation,
@@ -60,6 +62,7 @@ const STORE_OPS = new Set([
   'closeCredits',
   'balance',
   'grantCredits',
+  'carryCredits',
   'creditLedger',
   'recordUsage',
   'queryUsage',
@@ -212,6 +215,9 @@ export class PrimaryStore implements Store {
   }
   grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
     return this.#call('grantCredits', [grant])
+  }
+  carryCredits(carry: CreditCarry): Promise<CreditCarried> {
+    return this.#call('carryCredits', [carry])
   }
   creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
     return this.#call('creditLedger', [projectId, period, allocation])

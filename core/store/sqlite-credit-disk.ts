@@ -54,6 +54,19 @@ CREATE TABLE IF NOT EXISTS credit_grants (
   created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS credit_grants_by_period ON credit_grants (project_id, period, created_at);
+-- Unspent granted credits a schedule change moved from one period to another (one row per carry id):
+-- a period's granted is its grants plus what was carried in minus what was carried out.
+CREATE TABLE IF NOT EXISTS credit_carries (
+  id TEXT NOT NULL PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  from_period TEXT NOT NULL,
+  to_period TEXT NOT NULL,
+  amount NUMERIC NOT NULL,
+  actor TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS credit_carries_from ON credit_carries (project_id, from_period);
+CREATE INDEX IF NOT EXISTS credit_carries_to ON credit_carries (project_id, to_period);
 -- Committed charges per (period, API type, UTC hour of the reservation): the ledger's charge lines.
 -- Moved in the same write step as credit_balances.used, so their sum equals it.
 CREATE TABLE IF NOT EXISTS credit_charges (
@@ -95,6 +108,17 @@ export interface GrantRecord {
   createdAt: number
 }
 
+/** A carry as stored. */
+export interface CarryRecord {
+  id: string
+  projectId: string
+  from: string
+  to: string
+  amount: number
+  actor: string
+  createdAt: number
+}
+
 /** Per (project, period): what recovery released. */
 export interface ReleasedGroup {
   projectId: string
@@ -124,6 +148,9 @@ export class CreditDisk {
   private readonly grantStmt: Database.Statement
   private readonly grantsStmt: Database.Statement
   private readonly grantedStmt: Database.Statement
+  private readonly insertCarryStmt: Database.Statement
+  private readonly carryStmt: Database.Statement
+  private readonly carriesStmt: Database.Statement
   readonly recoverTx: () => ReleasedGroup[]
   readonly sweepTx: (cursor: string, maxRows: number, cutoff: number) => { cursor: string; deleted: number }
 
@@ -150,7 +177,18 @@ export class CreditDisk {
     this.grantsStmt = db.prepare(`
       SELECT id, project_id AS projectId, period, amount, reason, actor, created_at AS createdAt FROM credit_grants
       WHERE project_id = ? AND period = ? ORDER BY created_at, id`)
-    this.grantedStmt = db.prepare('SELECT coalesce(sum(amount), 0) FROM credit_grants WHERE project_id = ? AND period = ?').pluck()
+    this.grantedStmt = db.prepare(`
+      SELECT coalesce((SELECT sum(amount) FROM credit_grants WHERE project_id = @p AND period = @e), 0)
+        + coalesce((SELECT sum(amount) FROM credit_carries WHERE project_id = @p AND to_period = @e), 0)
+        - coalesce((SELECT sum(amount) FROM credit_carries WHERE project_id = @p AND from_period = @e), 0)`).pluck()
+    const carryColumns = 'id, project_id AS projectId, from_period AS "from", to_period AS "to", amount, actor, created_at AS createdAt'
+    this.insertCarryStmt = db.prepare(`
+      INSERT INTO credit_carries (id, project_id, from_period, to_period, amount, actor, created_at)
+      VALUES (@id, @projectId, @from, @to, @amount, @actor, @createdAt) ON CONFLICT (id) DO NOTHING`)
+    this.carryStmt = db.prepare(`SELECT ${carryColumns} FROM credit_carries WHERE id = ?`)
+    this.carriesStmt = db.prepare(`
+      SELECT ${carryColumns} FROM credit_carries
+      WHERE project_id = @p AND (from_period = @e OR to_period = @e) AND amount <> 0 ORDER BY created_at, id`)
     const pendingSumsStmt = db.prepare(`
       SELECT project_id AS projectId, period, sum(charged) AS amount, count(*) AS n
       FROM credit_reservations WHERE state = 'pending' GROUP BY project_id, period`)
@@ -206,9 +244,23 @@ export class CreditDisk {
     return this.grantsStmt.all(projectId, period) as GrantRecord[]
   }
 
-  /** Sum of a period's grants as on disk. */
+  /** A period's granted credits as on disk: its grants, plus carries in, minus carries out. */
   granted(projectId: string, period: string): number {
-    return this.grantedStmt.get(projectId, period) as number
+    return this.grantedStmt.get({ p: projectId, e: period }) as number
+  }
+
+  /** Inserts a carry unless its id exists; returns whether it did. A write step. */
+  insertCarry(carry: CarryRecord): boolean {
+    return this.insertCarryStmt.run(carry).changes === 1
+  }
+
+  getCarry(id: string): CarryRecord | undefined {
+    return this.carryStmt.get(id) as CarryRecord | undefined
+  }
+
+  /** The non-zero carries into or out of a period, oldest first. */
+  carries(projectId: string, period: string): CarryRecord[] {
+    return this.carriesStmt.all({ p: projectId, e: period }) as CarryRecord[]
   }
 
   /** Refunds what the reservation still charges and marks it released. */

@@ -34,10 +34,10 @@
  */
 import type Database from 'better-sqlite3'
 import type { WriteBatcher } from './sqlite-batch.ts'
-import { checkGrant, toBalance } from './credit-balance.ts'
+import { carryAmount, checkCarry, checkGrant, toBalance } from './credit-balance.ts'
 import { CreditDisk, type ReservationRecord } from './sqlite-credit-disk.ts'
 import { TurnSums, uncharge, type HeldReservation, type PeriodBalance } from './sqlite-credit-memory.ts'
-import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from './types.ts'
+import type { CreditBalance, CreditCarried, CreditCarry, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from './types.ts'
 
 export { CREDITS_SCHEMA, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
 
@@ -62,6 +62,8 @@ export class SqliteCreditLedger {
   private sweepCursor = ''
   /** Grants queued and not yet committed, by id: a second grant of the same id waits for the first. */
   private readonly grantsInFlight = new Map<string, Promise<unknown>>()
+  /** Carries queued and not yet committed, by id. */
+  private readonly carriesInFlight = new Map<string, Promise<unknown>>()
 
   constructor(
     db: Database.Database,
@@ -180,12 +182,61 @@ export class SqliteCreditLedger {
     )
   }
 
-  /** The entries of a period: allocation, grants, charge lines, pending reservations (sqlite: per API type and hour). */
+  /**
+   * Moves a period's unspent granted credits into another (a schedule change), once per id. Decided
+   * here, synchronously, against both periods' memory balances (pending reservations included), so
+   * no reservation can slip between the computation and the move; the row is written in the turn's
+   * group commit and the promise resolves after that COMMIT. A failed write moves the credits back.
+   */
+  carry(carry: CreditCarry, now: number): Promise<CreditCarried> {
+    checkCarry(carry)
+    const { id, projectId, from, to, fromAllocation, actor } = carry
+    const inFlight = this.carriesInFlight.get(id)
+    if (inFlight !== undefined) return inFlight.then(() => this.existingCarry(carry))
+    this.writes.drain()
+    if (this.disk.getCarry(id) !== undefined) return Promise.resolve(this.existingCarry(carry))
+    const source = this.periodBalance(projectId, from)
+    const target = this.periodBalance(projectId, to)
+    source.touched = target.touched = true
+    const amount = carryAmount(fromAllocation, source.granted, source.used)
+    source.granted -= amount
+    target.granted += amount
+    const written = this.writes.enqueue(() => this.disk.insertCarry({ id, projectId, from, to, amount, actor, createdAt: now }), true)
+    this.carriesInFlight.set(id, written)
+    return written.then(
+      () => {
+        this.carriesInFlight.delete(id)
+        return { created: true, amount, ...this.carryBalances(carry) }
+      },
+      (error: unknown) => {
+        this.carriesInFlight.delete(id)
+        if (this.balances.get(projectId)?.get(from) === source) source.granted += amount
+        if (this.balances.get(projectId)?.get(to) === target) target.granted -= amount
+        throw error
+      },
+    )
+  }
+
+  private existingCarry(carry: CreditCarry): CreditCarried {
+    this.writes.drain()
+    const stored = this.disk.getCarry(carry.id)
+    if (stored === undefined) throw new Error(`credit carry ${carry.id} was not written`)
+    return { created: false, amount: stored.amount, ...this.carryBalances({ ...carry, projectId: stored.projectId, from: stored.from, to: stored.to }) }
+  }
+
+  private carryBalances({ projectId, from, fromAllocation, to, toAllocation }: CreditCarry): { from: CreditBalance; to: CreditBalance } {
+    return { from: this.balance(projectId, from, fromAllocation), to: this.balance(projectId, to, toAllocation) }
+  }
+
+  /** The entries of a period: allocation, grants, carries, charge lines, pending reservations (sqlite: per API type and hour). */
   ledger(projectId: string, period: string, allocation: number): CreditLedger {
     this.writes.drain()
     const entries: CreditLedgerEntry[] = [{ kind: 'allocation', amount: allocation }]
     for (const g of this.disk.grants(projectId, period)) {
       entries.push({ kind: 'grant', id: g.id, reason: g.reason, actor: g.actor, at: new Date(g.createdAt).toISOString(), amount: g.amount })
+    }
+    for (const c of this.disk.carries(projectId, period)) {
+      entries.push({ kind: 'carry', id: c.id, from: c.from, to: c.to, actor: c.actor, at: new Date(c.createdAt).toISOString(), amount: c.to === period ? c.amount : -c.amount })
     }
     let lines = 0
     for (const line of this.disk.charges(projectId, period)) {

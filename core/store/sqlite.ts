@@ -49,6 +49,8 @@ import { SqliteSettings } from './settings/sqlite.ts'
 import { SqliteAccounts } from './accounts/sqlite.ts'
 import type {
   CreditBalance,
+  CreditCarried,
+  CreditCarry,
   CreditGrant,
   CreditLedger,
   CreditReservation,
@@ -209,6 +211,10 @@ export class SqliteStore implements Store {
 
   grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
     return rejectOnThrow(() => this.credits.grant(grant, this.clock()))
+  }
+
+  carryCredits(carry: CreditCarry): Promise<CreditCarried> {
+    return rejectOnThrow(() => this.credits.carry(carry, this.clock()))
   }
 
   async creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {

@@ -54,6 +54,36 @@ export interface CreditGrant {
 }
 
 /**
+ * A changed refill schedule (or period): the project's current period gets a new key, and the
+ * credits granted in the old one and not yet spent move with it, so nothing paid for is lost.
+ * Charges stay in the period they were made in. The allocation is spent before grants, so what moves
+ * is `min(granted, allocation + granted - used)` of `from` (pending reservations count as used).
+ */
+export interface CreditCarry {
+  /** Idempotency key: a second carry with the same id moves nothing. */
+  id: string
+  projectId: string
+  /** The period the old schedule is in now. */
+  from: string
+  /** The old schedule's allocation (what `from` is measured against). */
+  fromAllocation: number
+  /** The period the new schedule is in now. */
+  to: string
+  toAllocation: number
+  /** Who changed the schedule (1 to 128 printable ASCII characters). */
+  actor: string
+}
+
+export interface CreditCarried {
+  /** False when the id was carried before (nothing moved this time). */
+  created: boolean
+  /** Credits moved from `from` to `to` (0: nothing unspent was granted). */
+  amount: number
+  from: CreditBalance
+  to: CreditBalance
+}
+
+/**
  * One line of a period's ledger. The amounts of a period's entries add up exactly to
  * `allocation + granted - used` (its balance before the clamp at 0).
  *
@@ -70,6 +100,11 @@ export type CreditLedgerEntry =
   | { kind: 'pending'; amount: number }
   /** Charges committed by versions that did not record them per hour; amount is negative. */
   | { kind: 'earlier_charges'; amount: number }
+  /**
+   * Unspent granted credits moved by a schedule change ({@link CreditCarry}): positive in `to`'s
+   * ledger, negative in `from`'s; both name both periods.
+   */
+  | { kind: 'carry'; id: string; from: string; to: string; actor: string; at: string; amount: number }
 
 export interface CreditLedger {
   balance: CreditBalance
@@ -176,7 +211,12 @@ export interface Store {
    * was granted before; `balance` is then that earlier grant's period balance.
    */
   grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }>
-  /** The entries that explain a period's balance, in order: allocation, grants, charges, pending. */
+  /**
+   * Moves a period's unspent granted credits into the period a new schedule is in, once per id,
+   * atomically with the reservations of both periods (see {@link CreditCarry}). Durable when it resolves.
+   */
+  carryCredits(carry: CreditCarry): Promise<CreditCarried>
+  /** The entries that explain a period's balance, in order: allocation, grants and carries, charges, pending. */
   creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger>
   /** Releases reservations a crashed process left pending; returns how many. */
   recoverPendingReservations(): Promise<number>

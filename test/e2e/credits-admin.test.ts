@@ -2,7 +2,8 @@
  * The credit admin API of a real gateway process (embedded engine): the balance with its period and
  * next refill, a top-up that lets requests through that were refused (once per idempotency key,
  * also after a kill -9 right after its answer), the ledger that explains the balance entry by entry,
- * bad input refused naming the field, a changed refill schedule in force on the next request, and
+ * bad input refused naming the field, a changed refill schedule in force on the next request (its
+ * unspent grants carried along), and
  * a top-up through `--workers 2` (the worker reaches the primary's store over IPC).
  */
 import t from 'tap'
@@ -179,18 +180,25 @@ t.test('credits: balance, top-up, ledger, refill schedule', async (t) => {
     const today = new Date().getUTCDate()
     // A monthly refill on a day other than the 1st: the period now is a new one, with its own balance.
     const day = today === 1 ? 2 : today
+    const before = (await admin(gw, 'GET', '/admin/projects/acme/credits')).json.balance
     const patched = await admin(gw, 'PATCH', '/admin/projects/acme', { credits: { refill: { interval: 'month', day } } })
     t.equal(patched.status, 200)
+    // The grants not yet spent carry into the new period (the allocation is spent first).
+    const carried = Math.min(before.granted, before.remaining)
+    t.ok(carried > 0, `the top-ups above left ${carried} credits unspent`)
+    t.equal(patched.json.carried.amount, carried, 'the unspent grants carry into the new period')
     const expected = scheduleBounds({ period: 'month', refill: { interval: 'month', day } }, Date.now())
     const credits = await admin(gw, 'GET', '/admin/projects/acme/credits')
     t.same(credits.json.schedule, { period: 'month', refill: { interval: 'month', day } })
     t.equal(credits.json.period, expected.key)
     t.match(credits.json.period, /^\d{4}-\d{2}-\d{2}\/P1M$/)
     t.equal(credits.json.nextRefill, new Date(expected.endMs).toISOString())
-    t.same(credits.json.balance, { allocation: 2, granted: 0, used: 0, remaining: 2 }, 'the new period starts from the allocation')
-    t.same([await prove(gw), await prove(gw), await prove(gw)], [200, 200, 402], 'requests are charged to the new period')
+    t.same(credits.json.balance, { allocation: 2, granted: carried, used: 0, remaining: 2 + carried }, 'the new period starts from the allocation, plus the carried grants')
+    const served: number[] = []
+    for (let i = 0; i <= 2 + carried; i++) served.push(await prove(gw))
+    t.same(served, [...Array(2 + carried).fill(200), 402], 'requests are charged to the new period')
     const ledger = await admin(gw, 'GET', `/admin/projects/acme/credits/ledger?period=${encodeURIComponent(expected.key)}`)
-    t.same(ledger.json.balance, { allocation: 2, granted: 0, used: 2, remaining: 0 })
+    t.same(ledger.json.balance, { allocation: 2, granted: carried, used: 2 + carried, remaining: 0 })
 
     const bad = await admin(gw, 'PATCH', '/admin/projects/acme', { credits: { refill: { interval: 'month', day: 32 } } })
     t.same([bad.status, bad.json.error.code, bad.json.error.message], [400, 'invalid_body', 'credits.refill.day must be an integer from 1 to 31'])

@@ -171,6 +171,10 @@ export class CreditLeases {
     if (hold === undefined) return this.exact.commit(id)
     if (hold.state !== 'pending') return hold.written ?? done
     hold.state = 'committed'
+    // Nothing left to charge (it reserved 0, or was refunded whole): no draw. It holds nothing of its
+    // lease, so the idle check may have ended that lease already, and a draw would answer `expired`
+    // (found by the ledger model test: refund all, lease idle, commit -> 503).
+    if (hold.amount === 0) return done
     const { lease } = hold
     const written = this.batch.enqueue<DrawResult>({ o: 'draw', i: id, l: lease.id, n: hold.amount, t: hold.apiType }).then(
       (outcome) => {
@@ -245,6 +249,17 @@ export class CreditLeases {
       else this.giveBack(lease)
     }
     for (const lease of this.ending.values()) this.sendEnd(lease)
+  }
+
+  /**
+   * Gives this instance's lease of a period back now, its unheld credits at once and the rest as its
+   * requests end (a schedule change carries what the period has left, so none may sit in a lease).
+   */
+  returnLease(projectId: string, period: string): void {
+    const lease = this.leases.get(`${projectId}\u001f${period}`)
+    if (lease === undefined) return
+    this.giveBack(lease)
+    this.retire(lease)
   }
 
   /** Forgets settled holds nobody closed that are older than `cutoff` (epoch ms). */

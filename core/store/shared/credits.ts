@@ -28,6 +28,7 @@ import { checkGrant, toBalance } from '../credit-balance.ts'
 import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
 import type pg from 'pg'
 import { pgFailure, type PgBatcher } from './pg.ts'
+import { CARRIES_SQL, carryEntry } from './credit-carries.ts'
 
 type HoldState = 'pending' | 'committed' | 'released'
 
@@ -157,20 +158,22 @@ export class SharedCreditLedger {
    * Grants credits once per id: one `grant` op in the turn's batch, whose transaction inserts the
    * grant row (primary key = id) and moves the period's `granted`; resolves after the COMMIT
    * (flushed to the WAL). A concurrent grant of the same id on any instance waits on the row and
-   * then grants nothing.
+   * then grants nothing. Answers where the grant went (the first grant's project and period when
+   * the id was granted before), not a balance: the op's `used + pending` counts credits parked in
+   * leases as used, so the caller reads the balance the one way every balance is read.
    */
-  async grant(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+  async grant(grant: CreditGrant): Promise<{ created: boolean; projectId: string; period: string }> {
     checkGrant(grant)
-    const { id, projectId, period, allocation, amount, reason, actor } = grant
-    const [created, storedProject, storedPeriod, used, granted] = await this.batch.enqueue<[boolean, string, string, number, number]>({
+    const { id, projectId, period, amount, reason, actor } = grant
+    const [created, storedProject, storedPeriod] = await this.batch.enqueue<[boolean, string, string, number, number]>({
       o: 'grant', i: id, p: projectId, e: period, n: amount, r: reason, w: actor,
     })
-    return { created, balance: toBalance(storedProject, storedPeriod, allocation, used, granted) }
+    return { created, projectId: storedProject, period: storedPeriod }
   }
 
   /**
    * A period's entries, read in one REPEATABLE READ snapshot so they add up to the balance read in
-   * it: grants, committed hold rows summed per API type and UTC hour of their reservation, pending holds.
+   * it: grants, carries in and out, committed hold rows summed per API type and UTC hour of their reservation, pending holds.
    */
   async ledger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
     await this.batch.idle()
@@ -184,6 +187,7 @@ export class SharedCreditLedger {
         'SELECT id, amount, reason, actor, created_at AS at FROM credit_grants WHERE project_id = $1 AND period = $2 ORDER BY created_at, id',
         args,
       )
+      const carries = await client.query<{ id: string; from_period: string; to_period: string; amount: number; actor: string; at: Date }>(CARRIES_SQL, args)
       const charges = await client.query<{ api_type: string; hour_ms: number; amount: number }>(
         `SELECT api_type, (extract(epoch FROM date_trunc('hour', created_at AT TIME ZONE 'UTC')) * 1000)::bigint AS hour_ms, sum(charged) AS amount
          FROM credit_holds WHERE project_id = $1 AND period = $2 AND state = 'committed'
@@ -197,6 +201,7 @@ export class SharedCreditLedger {
       await client.query('COMMIT')
       const entries: CreditLedgerEntry[] = [{ kind: 'allocation', amount: allocation }]
       for (const g of grants.rows) entries.push({ kind: 'grant', id: g.id, reason: g.reason, actor: g.actor, at: g.at.toISOString(), amount: g.amount })
+      for (const c of carries.rows) entries.push(carryEntry(period, c))
       for (const c of charges.rows) entries.push({ kind: 'charge', apiType: c.api_type, hour: new Date(c.hour_ms).toISOString(), amount: -c.amount })
       const held = pending.rows[0]?.amount ?? 0
       if (held !== 0) entries.push({ kind: 'pending', amount: -held })

@@ -14,6 +14,8 @@ import { randomBytes } from 'node:crypto'
 import type pg from 'pg'
 import type {
   CreditBalance,
+  CreditCarried,
+  CreditCarry,
   CreditGrant,
   CreditLedger,
   CreditReservation,
@@ -27,7 +29,9 @@ import type {
   UsageRow,
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
-import { CreditLeases, IDLE_MS } from './credit-leases.ts'
+import { CreditLeases, IDLE_MS, RETRY_DELAYS_MS } from './credit-leases.ts'
+import { carryInPostgres, carryMigrations } from './credit-carries.ts'
+import { checkCarry } from '../credit-balance.ts'
 import { documentRevisionMigrations, SharedDocumentCollection } from './documents.ts'
 import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
 import { openPgPool, pgFailure, PgBatcher, type CreditCommit, type PgBatchStats } from './pg.ts'
@@ -41,6 +45,7 @@ import { backgroundFailed, runInBackground, type BackgroundLog } from '../../res
 export { coreMigrations } from './schema.ts'
 export { documentRevisionMigrations } from './documents.ts'
 export { usageMigrations } from './usage.ts'
+export { carryMigrations } from './credit-carries.ts'
 export { runMigrations, SchemaTooNewError, type Migration, type MigrationSet, type MigrationReport } from './migrations.ts'
 export type { CreditCommit } from './pg.ts'
 
@@ -108,7 +113,7 @@ export async function openSharedStore(options: SharedStoreOptions): Promise<Shar
 export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'postgres' | 'schema' | 'migrations'>): Promise<MigrationReport> {
   const pool = openPgPool({ url: options.postgres, schema: options.schema ?? 'public', max: 1 })
   try {
-    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, ...(options.migrations ?? [])])
+    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, carryMigrations, ...(options.migrations ?? [])])
   } finally {
     await pool.end()
   }
@@ -195,7 +200,7 @@ export class SharedStore implements Store {
 
   /** @internal Called once by {@link openSharedStore}. */
   async start(migrate: boolean): Promise<void> {
-    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, ...(this.options.migrations ?? [])]
+    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, carryMigrations, ...(this.options.migrations ?? [])]
     if (migrate) await runMigrations(this.pool, this.schema, sets)
     else await this.checkSchema(sets)
     await this.heartbeat()
@@ -214,8 +219,14 @@ export class SharedStore implements Store {
     return Promise.all([this.pingPostgres(1000), this.buckets.ping(1000)]).then(([postgres, redis]) => ({ ok: postgres === 'ok', components: { postgres, redis } }))
   }
 
-  reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    return this.credits.reserve(reservation)
+  /**
+   * A refusal reports the balance (the 402's "N credits left") read as every balance is read: the
+   * reserve and lease ops' own `used + pending` count credits parked in leases as used.
+   */
+  async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const result = await this.credits.reserve(reservation)
+    if (result.ok) return result
+    return { ok: false, balance: await this.balance(reservation.projectId, reservation.period, reservation.allocation) }
   }
 
   commitCredits(reservationId: string): Promise<void> {
@@ -238,8 +249,49 @@ export class SharedStore implements Store {
     return this.credits.balance(projectId, period, allocation)
   }
 
-  grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
-    return this.ledger.grant(grant)
+  /**
+   * The grant's balance is read where every other balance answer reads it ({@link SharedStore.balance}):
+   * the `grant` op's own figure counts the credits parked in leases as used (issue 25 finding 4: a
+   * top-up answered `used: 105` while the balance said 6).
+   */
+  async grantCredits(grant: CreditGrant): Promise<{ created: boolean; balance: CreditBalance }> {
+    const { created, projectId, period } = await this.ledger.grant(grant)
+    return { created, balance: await this.balance(projectId, period, grant.allocation) }
+  }
+
+  /**
+   * Carries a period's unspent granted credits into the new schedule's period (credit-carries.ts).
+   * Credits parked in leases of the old period are part of what it has left: this instance gives its
+   * lease back first, and the other instances' leases are recalled and waited for (they give back
+   * their unheld credits within two idle checks); what a dead or busy instance still holds then
+   * counts as used in the old period and stays there, in its balance.
+   */
+  async carryCredits(carry: CreditCarry): Promise<CreditCarried> {
+    checkCarry(carry)
+    if (this.leases !== undefined) {
+      this.leases.returnLease(carry.projectId, carry.from)
+      await this.recallLeases(carry.projectId, carry.from)
+    }
+    await this.batch.idle()
+    const { created, amount } = await carryInPostgres(this.pool, carry)
+    const [from, to] = await Promise.all([this.balance(carry.projectId, carry.from, carry.fromAllocation), this.balance(carry.projectId, carry.to, carry.toAllocation)])
+    return { created, amount, from, to }
+  }
+
+  /** Marks other instances' leases of a period recalled and waits (about 0.6 s at most) until they gave back. */
+  private async recallLeases(projectId: string, period: string): Promise<void> {
+    const lease = `project_id = $1 AND period = $2 AND state = 'pending' AND api_type = 'lease' AND owner <> $3`
+    try {
+      await this.batch.idle()
+      await this.pool.query(`UPDATE credit_holds SET recall = true WHERE ${lease} AND charged > 0 AND NOT recall`, [projectId, period, this.instanceId])
+      for (const delay of [...RETRY_DELAYS_MS, 0]) {
+        const { rows } = await this.pool.query<{ n: number }>(`SELECT count(*) AS n FROM credit_holds WHERE ${lease} AND recall AND charged > 0`, [projectId, period, this.instanceId])
+        if (Number(rows[0]?.n ?? 0) === 0 || delay === 0) return
+        await new Promise((resolve) => setTimeout(resolve, delay))
+      }
+    } catch (error) {
+      throw pgFailure(error)
+    }
   }
 
   creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
@@ -327,6 +379,22 @@ export class SharedStore implements Store {
       await this.buckets.close().catch(() => {})
       await this.pool.end().catch(() => {})
     }
+  }
+
+  /**
+   * Stops this instance the way a `kill -9` right after its last answer would, for tests of what the
+   * other instances do about it: timers stop (no heartbeat), connections drop, and nothing is
+   * released or unregistered. Its pending holds and leases stay until the reaper of a live instance
+   * releases them; the writes already queued are applied first (they were answered or are about to be).
+   */
+  async abandon(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    for (const timer of this.timers) clearInterval(timer)
+    await this.batch.close().catch(() => {})
+    await this.settings.close().catch(() => {})
+    await this.buckets.close().catch(() => {})
+    await this.pool.end().catch(() => {})
   }
 
   /** One heartbeat at a time. */

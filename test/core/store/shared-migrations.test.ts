@@ -32,11 +32,13 @@ t.test('shared engine migrations', async (t) => {
       { module: 'core', version: 3 },
       { module: 'core', version: 4 },
       { module: 'core', version: 5 },
+      { module: 'credit-carries', version: 1 },
       { module: 'document-revisions', version: 1 },
       { module: 'settings', version: 1 },
+      { module: 'settings', version: 2 },
       { module: 'settings-test', version: 1 },
       { module: 'usage', version: 1 },
-    ], 'each migration recorded once (the run-time settings and per-route usage tables are modules of their own)')
+    ], 'each migration recorded once (the run-time settings, per-route usage and credit carry tables are modules of their own)')
     t.same(await sql(schema, 'SELECT count(*)::int AS n FROM extra_things'), [{ n: 0 }], "the module's table exists")
     const report = await migrateSharedStore({ postgres: PG_URL, schema, migrations: [extra] })
     t.same(report.applied, [], 'nothing left to apply')
@@ -93,7 +95,8 @@ t.test('shared engine migrations', async (t) => {
     t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
     t.match(first.stdout, /applied accounts 1: accounts: users, project owners, sessions/)
     t.match(first.stdout, /applied usage 1: usage per route and status class/)
-    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 5, document-revisions 1, settings 1, accounts 1, usage 1\\); 9 migration\\(s\\) applied`))
+    t.match(first.stdout, /applied credit-carries 1: credit carries: unspent grants moved by a schedule change/)
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 5, document-revisions 1, settings 2, accounts 1, usage 1, credit-carries 1\\); 11 migration\\(s\\) applied`))
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
     const refused = run()
     t.equal(refused.status, 1)
