@@ -104,13 +104,12 @@ export class WorkstationPublicRoutes {
     try {
       const routed = await this.route(req, new URL(req.url ?? '/', 'http://gateway'))
       if ('status' in routed) return refuse(routed.status === 302 ? 401 : routed.status, routed.code, routed.message)
-      const { port, hostname } = new URL(routed.target)
-      const upstream = connect(Number(port), hostname)
+      const upstream = connect(socketOf(routed.target))
       upstream.on('error', () => socket.destroy())
       socket.on('close', () => upstream.destroy())
       upstream.on('connect', () => {
         const headers = upstreamHeaders(req)
-        const lines = [`${req.method} ${routed.path} HTTP/1.1`, `host: ${hostname}:${port}`, 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
+        const lines = [`${req.method} ${routed.path} HTTP/1.1`, 'host: workstation', 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
         for (const [name, value] of Object.entries(headers)) for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`)
         upstream.write(`${lines.join('\r\n')}\r\n\r\n`)
         if (head.length) upstream.write(head)
@@ -172,8 +171,7 @@ export class WorkstationPublicRoutes {
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, target: string, path: string, projectId: string): void {
-    const { port, hostname } = new URL(target)
-    const upstream = httpRequest({ host: hostname, port: Number(port), method: req.method, path, headers: upstreamHeaders(req) }, (answer) => {
+    const upstream = httpRequest({ socketPath: socketOf(target), method: req.method, path, headers: { ...upstreamHeaders(req), host: 'workstation' } }, (answer) => {
       const headers: Record<string, string | string[]> = {}
       for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP.has(name)) headers[name] = value
       res.writeHead(answer.statusCode ?? 502, headers)
@@ -245,6 +243,15 @@ export class WorkstationPublicRoutes {
       throw error
     }
   }
+}
+
+/**
+ * The unix socket of a workstation's server (`unix:/path`). Drivers give no other kind of target:
+ * a TCP port on loopback would be open to every local process.
+ */
+function socketOf(target: string): string {
+  if (!target.startsWith('unix:/')) throw new Error(`workstation target ${JSON.stringify(target)} is not a unix socket`)
+  return target.slice('unix:'.length)
 }
 
 /** The cookie that binds a link sign-in to the browser that started it (set by the admin API's POST …/link). */

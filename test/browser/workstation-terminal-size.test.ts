@@ -10,7 +10,7 @@ import type { Page } from 'playwright-core'
 import { ProcessDriver } from '../../core/workstations/process-driver.ts'
 import { ARTIFACTS, launchBrowser } from '../helpers/browser.ts'
 import { tempDir } from '../helpers/temp.ts'
-import { serversUnder } from '../helpers/terminal-servers.ts'
+import { killAllUnder, serversUnder } from '../helpers/terminal-servers.ts'
 
 let seq = 0
 /** Types `stty size` into the terminal and reads the answer off the screen: [rows, cols]. */
@@ -53,7 +53,7 @@ t.test('workstation terminal: fills the window and follows its resizes', async (
   const handle = await driver.start('studio')
   t.teardown(async () => {
     await driver.stop(handle)
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
 
   const page = await browser.newPage({ viewport: { width: 1200, height: 800 } })

@@ -17,7 +17,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
 import { signIn, userCli, type Session } from '../helpers/admin-client.ts'
 import { tempDir } from '../helpers/temp.ts'
-import { serversUnder } from '../helpers/terminal-servers.ts'
+import { killAllUnder, serversUnder } from '../helpers/terminal-servers.ts'
 
 type T = Pick<typeof t, "equal" | "match">
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
@@ -111,7 +111,7 @@ t.test('identity link: linked owner passes, others refused, unlink refuses, sess
   idp.register({ clientId: 'tollgate-workstations', redirectUris: [`${gw.url}/workstations/_auth/callback`] })
   t.teardown(async () => {
     await gw.stop()
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
 
   t.equal((await operator(gw, 'POST', '/admin/projects/p1/workstation/provision')).status, 202)

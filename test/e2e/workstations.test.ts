@@ -17,7 +17,7 @@ import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
 import { signIn, userCli } from '../helpers/admin-client.ts'
 import { writeFileSync } from 'node:fs'
 import { tempDir } from '../helpers/temp.ts'
-import { serversUnder } from '../helpers/terminal-servers.ts'
+import { killAllUnder, serversUnder } from '../helpers/terminal-servers.ts'
 
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 
@@ -75,7 +75,7 @@ t.test('workstation: API, OIDC-bound proxy with WebSocket, restart, delete', asy
   idp.register({ clientId: 'tollgate-workstations', redirectUris: [`${gw.url}/workstations/_auth/callback`] })
   t.teardown(async () => {
     await gw.stop()
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
 
   // Bad input: a clear 4xx, nothing changed.
