@@ -96,6 +96,7 @@ export async function startWorkstations(deps: WorkstationsDeps): Promise<Worksta
     links,
     publicUrl: config.publicUrl,
     async close() {
+      routes.close()
       await service.close()
       if (driver instanceof DockerDriver) await driver.close()
     },

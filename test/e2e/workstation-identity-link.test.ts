@@ -88,7 +88,7 @@ async function status(gw: GatewayProcess, cookie: string, path = '/workstations/
 }
 
 async function socketStatus(gw: GatewayProcess, cookie: string): Promise<number | 'open'> {
-  const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie } })
+  const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie, origin: gw.url } })
   return new Promise((resolve, reject) => {
     socket.once('open', () => { socket.close(); resolve('open') })
     socket.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0))
