@@ -6,6 +6,7 @@
  *   *   /workstations/:id/...                  the project's workstation, HTTP and WebSocket
  *
  *   GET /workstations/_auth/linked             where a link sign-in ends when no dashboard page was named
+ *   POST /workstations/_auth/logout            ends the session (Origin must be the public origin)
  *
  * Who passes: an identity session whose IdP account a tollgate user linked to their account (an
  * OIDC sign-in started from their admin session, `POST /admin/account/identity/link`) passes only
@@ -144,6 +145,7 @@ export class WorkstationPublicRoutes {
       if (url.pathname === '/workstations/_auth/login') return await this.login(req, res, url)
       if (url.pathname === '/workstations/_auth/callback') return await this.callback(req, res, url)
       if (url.pathname === '/workstations/_auth/linked') return linkedPage(res)
+      if (url.pathname === '/workstations/_auth/logout') return await this.logout(req, res)
       const routed = await this.route(req, url)
       if ('status' in routed) {
         if (routed.location) return void res.writeHead(302, { location: routed.location, 'cache-control': 'no-store' }).end()
@@ -290,6 +292,16 @@ export class WorkstationPublicRoutes {
   async beginLink(userId: string, publicBase: string, returnTo: string | undefined, bindingHash: string): Promise<string> {
     if (!this.options.oidc) throw new SignInError(400, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
     return this.options.oidc.begin(this.callbackUrl(this.options.publicUrl ?? publicBase), returnTo ?? `${PREFIX}_auth/linked`, userId, bindingHash)
+  }
+
+  /** POST: ends the session; its open workstation connections are cut at the next check (≤ 2 s). */
+  private async logout(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    req.resume()
+    if (req.method !== 'POST') return sendJson(res, 405, 'method_not_allowed', '/workstations/_auth/logout allows POST')
+    if (req.headers.origin !== this.publicOrigin(req)) return sendJson(res, 403, 'workstation_origin_refused', `sign-out must come from ${this.publicOrigin(req)}`)
+    const ended = await this.options.sessions.end(req)
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'set-cookie': `${SESSION_COOKIE}=; Path=/workstations/; Max-Age=0; HttpOnly; SameSite=Lax` })
+    res.end(JSON.stringify({ signedOut: ended }))
   }
 
   private async login(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
