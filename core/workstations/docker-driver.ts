@@ -1,5 +1,5 @@
 /**
- * The `docker` driver: Docker Engine's HTTP API over its unix socket (API version 1.43 paths, as
+ * The `docker` driver: Docker Engine's HTTP API over its unix socket (API version 1.41 paths, as
  * documented at docs.docker.com/reference/api/engine). The engine runs on the gateway's host: the
  * workstation's home and socket directory are host directories (workspace.ts: its own uid, its
  * home on a fixed-size disk image) bind-mounted into a container named `tollgate-ws-<key>`:
@@ -45,7 +45,8 @@ export interface DockerDriverOptions {
   startTimeoutMs?: number
 }
 
-const API = '/v1.43'
+// 1.41: the oldest API of the engines we meet (Debian bookworm's docker.io 20.10); newer engines still serve it.
+const API = '/v1.41'
 
 interface DockerHandle extends DriverHandle {
   driver: 'docker'
