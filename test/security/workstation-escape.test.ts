@@ -11,10 +11,10 @@
  * a socket kept open after sign-out or after the feature is turned off (cut within 5 s, and the
  * workstation stopped). Last a real fork bomb: held at the cap, and delete still removes it all.
  *
- * The driver is `process` (bubblewrap). Each attempt prints ESC_<name>_=ESCAPED or =blocked; the
+ * On every driver: `process` (bubblewrap) and `docker` (a real engine, test/helpers/dockerd.ts). Each attempt prints ESC_<name>_=ESCAPED or =blocked; the
  * matrix is printed as a comment.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
@@ -25,12 +25,13 @@ import { startLocalOidcProvider } from '../../examples/oidc-provider.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
 import { tempDir } from '../helpers/temp.ts'
+import { dockerdUnavailable, startDockerd } from '../helpers/dockerd.ts'
 
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 const FACILITATOR_KEY = `fac_${randomBytes(16).toString('hex')}`
 const LIMITS = { memoryMb: 256, processes: 64, diskMb: 64, tmpMb: 16 }
 
-function config(issuer: string): string {
+function config(issuer: string, driverYaml: string): string {
   return `
 version: 1
 server: { listen: { host: 127.0.0.1, port: 0 } }
@@ -40,6 +41,7 @@ log: { access: false }
 watch: false
 workstations:
   dir: '{{DIR}}/workstations'
+${driverYaml}
   creditsPerMinute: 1
   env: { EDITOR: vi }
   limits: { memoryMb: ${LIMITS.memoryMb}, processes: ${LIMITS.processes}, diskMb: ${LIMITS.diskMb}, tmpMb: ${LIMITS.tmpMb} }
@@ -138,12 +140,25 @@ async function openShell(gw: GatewayProcess, cookie: string, project = 'p1'): Pr
   }
 }
 
-t.test('workstation escape attempts (driver process)', async (t) => {
+const dockerMissing = dockerdUnavailable()
+
+for (const driver of ['process', 'docker'] as const) {
+  const skip = driver === 'docker' && dockerMissing && !process.env.CI ? dockerMissing : false
+  t.test(`workstation escape attempts (driver ${driver})`, { skip }, (t) => escapeAttempts(t, driver))
+}
+
+async function escapeAttempts(t: Test, driver: 'process' | 'docker'): Promise<void> {
   t.setTimeout(600_000)
+  let driverYaml = '  driver: process'
+  if (driver === 'docker') {
+    const engine = await startDockerd()
+    t.teardown(() => engine.stop())
+    driverYaml = `  driver: docker\n  docker: { socketPath: '${engine.socketPath}', image: '${engine.image}' }`
+  }
   const idp = await startLocalOidcProvider()
   t.teardown(() => idp.close())
   const dir = tempDir('tollgate-ws-escape-')
-  const gw = await startGatewayProcess(config(idp.issuer), {
+  const gw = await startGatewayProcess(config(idp.issuer, driverYaml), {
     dir,
     startTimeoutMs: 90_000,
     env: { X402_FACILITATOR_KEY: FACILITATOR_KEY, X402_SOLANA_FACILITATOR_KEY: FACILITATOR_KEY },
@@ -157,7 +172,7 @@ t.test('workstation escape attempts (driver process)', async (t) => {
   })
   const matrix: [string, string][] = []
   // Printed even when an attempt aborts the test (run against the tree before the sandbox, say).
-  t.teardown(() => console.log(`# escape matrix (driver process):\n${matrix.map(([name, result]) => `#   ${name.padEnd(34)} ${result}`).join('\n')}`))
+  t.teardown(() => console.log(`# escape matrix (driver ${driver}):\n${matrix.map(([name, result]) => `#   ${name.padEnd(34)} ${result}`).join('\n')}`))
   const expectBlocked = (name: string, result: string) => {
     matrix.push([name, result])
     t.equal(result, 'blocked', `inside: ${name}`)
@@ -290,4 +305,4 @@ t.test('workstation escape attempts (driver process)', async (t) => {
   await until('no process of p2', () => left() === '', 10_000).catch(() => {})
   t.equal(left(), '', 'no process of the workstation is left')
 
-})
+}
