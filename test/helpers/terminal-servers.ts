@@ -73,13 +73,17 @@ export function getFromTarget(target: string, path: string): Promise<{ status: n
  * server without a gateway in front (the gateway itself never exposes one).
  */
 export async function relayToTarget(target: string): Promise<{ url: string; close(): Promise<void> }> {
+  const open = new Set<import('node:net').Socket>()
   const server = createServer((client) => {
     const upstream = connect(socketOfTarget(target))
+    open.add(client).add(upstream)
+    client.on('close', () => open.delete(client))
+    upstream.on('close', () => open.delete(upstream))
     client.pipe(upstream).pipe(client)
     client.on('error', () => upstream.destroy())
     upstream.on('error', () => client.destroy())
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
-  return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => { server.close(() => resolve()) }) }
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => { for (const socket of open) socket.destroy(); server.close(() => resolve()) }) }
 }
