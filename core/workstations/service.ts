@@ -255,6 +255,8 @@ export class WorkstationService {
         }
         const now = this.clock()
         await this.transition(record.projectId, 'ready', (r) => ({ ...moved(r, 'stopped', now, 'restart', 'the workstation server was not running after a gateway restart'), handle: undefined }))
+        // What a dead server leaves behind (a mounted home, a cgroup, stray processes) goes too.
+        await this.options.driver.stop(record.handle).catch(() => {})
       } else if (record.state === 'stopped' || record.state === 'failed') {
         await this.options.driver.stop(record.handle).catch(() => {})
       } else {
