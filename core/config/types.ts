@@ -75,7 +75,11 @@ export interface StoreConfig {
 
 export interface WorkstationsConfig {
   driver: 'process' | 'docker'
-  docker?: { socketPath: string; image: string; containerPort: number; homePath: string }
+  egress: 'none'
+  env: Record<string, string>
+  limits: { memoryMb: number; cpus: number; processes: number; diskMb: number; tmpMb: number }
+  sandbox: { uidBase: number; uidCount: number; runDir: string }
+  docker?: { socketPath: string; image: string; command?: string[] }
   dir: string
   creditsPerMinute: number
   idleStopMinutes: number

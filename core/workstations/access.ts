@@ -54,6 +54,13 @@ export class IdentitySessions {
     return `${SESSION_COOKIE}=${token}; Path=/workstations/; HttpOnly; SameSite=Lax; Max-Age=${SESSION_TTL_MS / 1000}`
   }
 
+  /** Ends the request's session (sign-out); true when there was one. */
+  async end(req: IncomingMessage): Promise<boolean> {
+    const token = cookie(req, SESSION_COOKIE)
+    if (!token || token.length > 128) return false
+    return this.store.documents('workstation-sessions').delete(digest(token))
+  }
+
   /** The identity of the request's session cookie, if valid. */
   async identityOf(req: IncomingMessage): Promise<LinkedIdentity | undefined> {
     const token = cookie(req, SESSION_COOKIE)

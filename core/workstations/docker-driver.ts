@@ -1,37 +1,52 @@
 /**
- * The `docker` driver: Docker Engine's HTTP API over its unix socket (API version 1.43 paths, as
- * documented at docs.docker.com/reference/api/engine). A workstation is a named volume (the home
- * directory, kept across stop/start, removed by delete) and a container named
- * `tollgate-ws-<project>` running `image`, whose `containerPort` is published on 127.0.0.1 at a port
- * the engine picks; the gateway proxies to it.
+ * The `docker` driver: Docker Engine's HTTP API over its unix socket (API version 1.41 paths, as
+ * documented at docs.docker.com/reference/api/engine). The engine runs on the gateway's host: the
+ * workstation's home and socket directory are host directories (workspace.ts: its own uid, its
+ * home on a fixed-size disk image) bind-mounted into a container named `tollgate-ws-<key>`:
  *
- *   provision  POST /volumes/create {Name}                                   201 (existing: 201 too)
- *   start      POST /containers/create?name=…  {Image, HostConfig{Binds, PortBindings}}   201 / 409 exists
- *              POST /containers/{name}/start                                 204 / 304 already started
- *              GET  /containers/{name}/json → NetworkSettings.Ports["<port>/tcp"][0].HostPort
+ *   --user <uid>:<uid>  --network none  --read-only (root)  --tmpfs /tmp (tmpMb)
+ *   --pids-limit  --memory (= swap)  --cpus  --cap-drop ALL  --security-opt no-new-privileges
+ *   environment: the allow-list only; /home/workstation and /run/workstation bind-mounted
+ *
+ * The gateway reaches the server through the socket it creates in /run/workstation; no port is
+ * published and the container has no network interface but its own loopback.
+ *
+ *   provision  (host) uid, disk image
+ *   start      POST /containers/create?name=…  201 / 409 exists
+ *              POST /containers/{name}/start   204 / 304 already started; then the socket's health check
  *   stop       POST /containers/{name}/stop?t=<grace s>  (SIGTERM, then SIGKILL) 204 / 304 / 404
- *   delete     DELETE /containers/{name}?force=true, DELETE /volumes/{name}  204 / 404
+ *   delete     DELETE /containers/{name}?force=true  204 / 404; (host) image and uid released
  *
  * Every step tolerates the answer that says it was already done, so a retry after a crash is safe.
  */
 import { Client } from 'undici'
 import { DriverError, type WorkstationDriver } from './driver.ts'
+import { healthyAt } from './process-driver.ts'
+import { HOME_IN, RUN_IN } from './sandbox.ts'
 import type { DriverHandle } from './states.ts'
+import { DEFAULT_LIMITS, Workspaces, type WorkstationLimits } from './workspace.ts'
 
 export interface DockerDriverOptions {
   /** The engine's socket, e.g. /var/run/docker.sock. */
   socketPath: string
-  /** Image of the workstation server (a terminal or editor listening on `containerPort`). */
+  /** Image of the workstation server: it listens on /run/workstation/server.sock. */
   image: string
-  containerPort: number
-  /** Where the volume is mounted in the container (default /home/workstation). */
-  homePath?: string
+  /** The container's command (default: the image's). */
+  command?: string[]
+  /** Parent of the per-project data (disk images), as for the process driver. */
+  root: string
+  runDir?: string
+  uidBase?: number
+  uidCount?: number
+  limits?: Partial<WorkstationLimits>
+  env?: Record<string, string>
   /** Seconds between SIGTERM and SIGKILL on stop (default 10). */
   stopGraceSeconds?: number
   startTimeoutMs?: number
 }
 
-const API = '/v1.43'
+// 1.41: the oldest API of the engines we meet (Debian bookworm's docker.io 20.10); newer engines still serve it.
+const API = '/v1.41'
 
 interface DockerHandle extends DriverHandle {
   driver: 'docker'
@@ -40,15 +55,19 @@ interface DockerHandle extends DriverHandle {
 
 export class DockerDriver implements WorkstationDriver {
   readonly name = 'docker'
+  readonly workspaces: Workspaces
   private readonly client: Client
+  private readonly limits: WorkstationLimits
 
   constructor(private readonly options: DockerDriverOptions) {
     this.client = new Client('http://docker', { socketPath: options.socketPath })
+    this.workspaces = new Workspaces({ root: options.root, runDir: options.runDir, uidBase: options.uidBase, uidCount: options.uidCount })
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits }
   }
 
-  private names(projectId: string): { container: string; volume: string } {
-    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$/.test(projectId)) throw new DriverError(`project id ${JSON.stringify(projectId)} cannot name a container`)
-    return { container: `tollgate-ws-${projectId}`, volume: `tollgate-ws-${projectId}-home` }
+  /** The container's name: from the workspace key, so two gateways on one engine never share one. */
+  containerOf(projectId: string): string {
+    return `tollgate-ws-${this.workspaces.paths(projectId).stage.split('/').pop()}`
   }
 
   /** One API call; answers the status and parsed body, throws on statuses not in `ok`. */
@@ -60,77 +79,95 @@ export class DockerDriver implements WorkstationDriver {
         path: `${API}${path}`,
         headers: body === undefined ? {} : { 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
-        headersTimeout: 30_000,
-        bodyTimeout: 30_000,
+        headersTimeout: 60_000,
+        bodyTimeout: 60_000,
       })
     } catch (error) {
       throw new DriverError(`the Docker engine at ${this.options.socketPath} did not answer: ${(error as Error).message}`)
     }
     const text = await answer.body.text()
-    const parsed = text ? JSON.parse(text) : undefined
-    if (!ok.includes(answer.statusCode)) throw new DriverError(`Docker ${method} ${path} answered ${answer.statusCode}: ${parsed?.message ?? text}`)
+    let parsed
+    try { parsed = text ? JSON.parse(text) : undefined } catch { parsed = undefined }
+    if (!ok.includes(answer.statusCode)) throw new DriverError(`Docker ${method} ${path} answered ${answer.statusCode}: ${parsed?.message ?? text.slice(0, 300)}`)
     return { status: answer.statusCode, body: parsed }
   }
 
   async provision(projectId: string): Promise<void> {
-    await this.call('POST', '/volumes/create', [201], { Name: this.names(projectId).volume, Labels: { 'tollgate.workstation': projectId } })
+    await this.workspaces.provision(projectId, this.limits.diskMb)
+  }
+
+  /** The container's configuration: every isolation the engine offers, and no port. */
+  private createBody(projectId: string, uid: number): unknown {
+    const paths = this.workspaces.paths(projectId)
+    const env = { ...this.options.env, HOME: HOME_IN, USER: 'workstation', SHELL: '/bin/bash', PATH: '/usr/local/bin:/usr/bin:/bin', TERM: 'xterm-256color', LANG: 'C.UTF-8' }
+    const memory = this.limits.memoryMb * 1024 * 1024
+    return {
+      Image: this.options.image,
+      ...(this.options.command ? { Cmd: this.options.command } : {}),
+      User: `${uid}:${uid}`,
+      Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
+      WorkingDir: HOME_IN,
+      Hostname: 'workstation',
+      Labels: { 'tollgate.workstation': projectId },
+      NetworkDisabled: true,
+      HostConfig: {
+        NetworkMode: 'none',
+        ReadonlyRootfs: true,
+        Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${this.limits.tmpMb}m,mode=1777` },
+        Binds: [`${paths.home}:${HOME_IN}:rw`, `${paths.run}:${RUN_IN}:rw`, `${paths.etc}/passwd:/etc/passwd:ro`, `${paths.etc}/group:/etc/group:ro`],
+        PidsLimit: this.limits.processes,
+        Memory: memory,
+        MemorySwap: memory,
+        NanoCpus: Math.round(this.limits.cpus * 1e9),
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        Ulimits: [{ Name: 'nproc', Soft: this.limits.processes, Hard: this.limits.processes }, { Name: 'core', Soft: 0, Hard: 0 }],
+        Init: true,
+        IpcMode: 'private',
+      },
+    }
   }
 
   async start(projectId: string): Promise<DriverHandle> {
-    const { container, volume } = this.names(projectId)
-    const port = `${this.options.containerPort}/tcp`
-    await this.call('POST', `/containers/create?name=${encodeURIComponent(container)}`, [201, 409], {
-      Image: this.options.image,
-      Labels: { 'tollgate.workstation': projectId },
-      ExposedPorts: { [port]: {} },
-      HostConfig: {
-        Binds: [`${volume}:${this.options.homePath ?? '/home/workstation'}`],
-        PortBindings: { [port]: [{ HostIp: '127.0.0.1', HostPort: '' }] },
-      },
-    })
+    Workspaces.requireRoot('the docker driver')
+    await this.workspaces.mount(projectId)
+    const uid = this.workspaces.uidOf(projectId)!
+    const container = this.containerOf(projectId)
+    const socket = this.workspaces.paths(projectId).socket
+    await this.call('POST', `/containers/create?name=${encodeURIComponent(container)}`, [201, 409], this.createBody(projectId, uid))
     await this.call('POST', `/containers/${container}/start`, [204, 304])
-    const deadline = Date.now() + (this.options.startTimeoutMs ?? 60_000)
+    const handle: DockerHandle = { driver: 'docker', container, projectId, target: `unix:${socket}` }
+    const timeoutMs = this.options.startTimeoutMs ?? 60_000
+    const deadline = Date.now() + timeoutMs
     while (Date.now() < deadline) {
       const { body } = await this.call('GET', `/containers/${container}/json`, [200])
       if (body.State?.Status === 'exited' || body.State?.Status === 'dead') throw new DriverError(`the container exited during start (exit code ${body.State.ExitCode})`)
-      const hostPort = body.NetworkSettings?.Ports?.[port]?.[0]?.HostPort
-      if (body.State?.Running && hostPort) {
-        const handle: DockerHandle = { driver: 'docker', container, target: `http://127.0.0.1:${hostPort}` }
-        if (await this.answers(handle)) return handle
-      }
+      if (body.State?.Running && (await healthyAt(socket))) return handle
       await new Promise((resolve) => setTimeout(resolve, 200))
     }
-    throw new DriverError(`the container did not answer within ${this.options.startTimeoutMs ?? 60_000} ms`)
+    throw new DriverError(`the container did not answer within ${timeoutMs} ms`)
   }
 
   async stop(handle: DriverHandle): Promise<void> {
-    const { container } = handle as DockerHandle
+    const { container, projectId } = handle as DockerHandle
     await this.call('POST', `/containers/${container}/stop?t=${this.options.stopGraceSeconds ?? 10}`, [204, 304, 404])
+    // Removed on stop (its state is in the home): the next start creates it with the current configuration.
+    await this.call('DELETE', `/containers/${container}?force=true`, [204, 404, 409])
+    if (typeof projectId === 'string') await this.workspaces.unmount(projectId)
   }
 
   async delete(projectId: string): Promise<void> {
-    const { container, volume } = this.names(projectId)
-    await this.call('DELETE', `/containers/${container}?force=true`, [204, 404])
-    await this.call('DELETE', `/volumes/${volume}`, [204, 404])
+    await this.call('DELETE', `/containers/${this.containerOf(projectId)}?force=true`, [204, 404])
+    await this.workspaces.remove(projectId)
   }
 
   async alive(handle: DriverHandle): Promise<boolean> {
-    const { container } = handle as DockerHandle
+    const { container, target } = handle as DockerHandle
     const { status, body } = await this.call('GET', `/containers/${container}/json`, [200, 404])
-    return status === 200 && body.State?.Running === true && (await this.answers(handle))
+    return status === 200 && body.State?.Running === true && typeof target === 'string' && (await healthyAt(target.slice('unix:'.length)))
   }
 
   async close(): Promise<void> {
     await this.client.close()
-  }
-
-  private async answers(handle: DriverHandle): Promise<boolean> {
-    try {
-      const answer = await fetch(`${handle.target}/`, { signal: AbortSignal.timeout(2000) })
-      await answer.arrayBuffer()
-      return answer.status < 500
-    } catch {
-      return false
-    }
   }
 }

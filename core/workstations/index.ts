@@ -47,10 +47,20 @@ export interface WorkstationsDeps {
 export async function startWorkstations(deps: WorkstationsDeps): Promise<Workstations> {
   const { config } = deps
   const log = deps.log.child({ component: 'workstations' })
-  if (config.driver === 'docker' && !config.docker) throw new Error('workstations.driver docker needs workstations.docker (image, containerPort)')
+  if (config.driver === 'docker' && !config.docker) throw new Error('workstations.driver docker needs workstations.docker (image)')
+  // Both drivers isolate the same way (own uid, disk image, unix socket, no network): see workspace.ts.
+  const common = {
+    root: resolve(deps.configDir, config.dir),
+    runDir: config.sandbox.runDir,
+    uidBase: config.sandbox.uidBase,
+    uidCount: config.sandbox.uidCount,
+    limits: config.limits,
+    env: config.env,
+    startTimeoutMs: config.startTimeoutSeconds * 1000,
+  }
   const driver = config.driver === 'docker'
-    ? new DockerDriver({ ...config.docker!, stopGraceSeconds: 10, startTimeoutMs: config.startTimeoutSeconds * 1000 })
-    : new ProcessDriver({ root: resolve(deps.configDir, config.dir), startTimeoutMs: config.startTimeoutSeconds * 1000 })
+    ? new DockerDriver({ ...common, ...config.docker!, stopGraceSeconds: 10 })
+    : new ProcessDriver({ ...common, warn: (message) => log.warn(message) })
   const service = new WorkstationService({
     store: deps.store,
     driver,
@@ -86,6 +96,7 @@ export async function startWorkstations(deps: WorkstationsDeps): Promise<Worksta
     links,
     publicUrl: config.publicUrl,
     async close() {
+      routes.close()
       await service.close()
       if (driver instanceof DockerDriver) await driver.close()
     },

@@ -45,10 +45,12 @@ interface PendingSignIn {
   linkUserId?: string
   /** sha256 (hex) of the `tollgate_link` cookie given to the browser that started the link. */
   linkBinding?: string
+  /** sha256 (hex) of the `tollgate_ws_login` cookie given to the browser that started a plain sign-in. */
+  loginBinding?: string
 }
 
 const base64url = (bytes: Buffer) => bytes.toString('base64url')
-const PENDING_TTL_MS = 10 * 60_000
+export const PENDING_TTL_MS = 10 * 60_000
 
 /** A sign-in that did not prove an identity: 400 or 401 to the browser, with a stable code. */
 export class SignInError extends Error {
@@ -83,12 +85,12 @@ export class OidcClient {
   }
 
   /** Starts a sign-in: remembers state, verifier and nonce; returns the provider's authorize URL. */
-  async begin(redirectUri: string, returnTo: string, linkUserId?: string, linkBinding?: string): Promise<string> {
+  async begin(redirectUri: string, returnTo: string, linkUserId?: string, linkBinding?: string, loginBinding?: string): Promise<string> {
     const discovery = await this.discover()
     const state = base64url(randomBytes(24))
     const verifier = base64url(randomBytes(32))
     const nonce = base64url(randomBytes(16))
-    const pending: PendingSignIn = { verifier, nonce, returnTo, redirectUri, expiresAt: this.clock() + PENDING_TTL_MS, ...(linkUserId ? { linkUserId } : {}), ...(linkBinding ? { linkBinding } : {}) }
+    const pending: PendingSignIn = { verifier, nonce, returnTo, redirectUri, expiresAt: this.clock() + PENDING_TTL_MS, ...(linkUserId ? { linkUserId } : {}), ...(linkBinding ? { linkBinding } : {}), ...(loginBinding ? { loginBinding } : {}) }
     await this.options.store.documents('workstation-oidc-pending').insertIfAbsent(state, 'oidc', pending)
     const url = new URL(discovery.authorization_endpoint)
     url.search = new URLSearchParams({
@@ -105,7 +107,17 @@ export class OidcClient {
   }
 
   /** Completes a sign-in from the callback's query; returns the proven identity and where to go. */
-  async complete(query: URLSearchParams): Promise<{ identity: LinkedIdentity; returnTo: string; linkUserId?: string; linkBinding?: string }> {
+  /** Removes pending sign-ins past their expiry (abandoned ones would otherwise stay forever); returns how many. */
+  async sweep(): Promise<number> {
+    const pendingDocs = this.options.store.documents('workstation-oidc-pending')
+    let removed = 0
+    for (const { key, doc } of await pendingDocs.listByOwner<PendingSignIn>('oidc', 5000)) {
+      if (doc.expiresAt < this.clock() && (await pendingDocs.delete(key))) removed++
+    }
+    return removed
+  }
+
+  async complete(query: URLSearchParams): Promise<{ identity: LinkedIdentity; returnTo: string; linkUserId?: string; linkBinding?: string; loginBinding?: string }> {
     const error = query.get('error')
     if (error) throw new SignInError(401, 'oidc_denied', `the identity provider refused the sign-in: ${error}`)
     const state = query.get('state') ?? ''
@@ -137,6 +149,7 @@ export class OidcClient {
       returnTo: pending.returnTo,
       ...(pending.linkUserId ? { linkUserId: pending.linkUserId } : {}),
       ...(pending.linkBinding ? { linkBinding: pending.linkBinding } : {}),
+      ...(pending.loginBinding ? { loginBinding: pending.loginBinding } : {}),
     }
   }
 }

@@ -1,121 +1,153 @@
 /**
- * The `process` driver: one host, no container engine. Each project gets a working directory under
- * `root` and, while running, its own terminal server (terminal-server.ts) on a loopback port.
+ * The `process` driver: one host, no container engine, each workstation in a bubblewrap sandbox
+ * (sandbox.ts) as its own uid, with its home on a disk image and caps from cgroups or rlimits
+ * (workspace.ts, cgroups.ts). Its server (terminal-server.ts) listens on a unix socket in the
+ * workstation's run directory, reachable by the gateway and by no other workstation; there is no
+ * TCP port.
  *
- * Processes are started detached (their own process group), so a gateway restart leaves them
- * running; the handle records PID, port and directory, and `alive` recognises the process again by
- * its command line (a recycled PID belonging to something else is not taken for it). `stop` sends
- * SIGTERM to the group, then SIGKILL after `stopGraceMs`; `reap` kills terminal servers of `root`
- * that no record claims, so a crash between spawn and the record's write cannot leak one.
+ * Where the sandbox cannot be built (not root, bubblewrap missing, no loop device) provisioning and
+ * start fail with the reason: there is no fallback to an unsandboxed shell.
+ *
+ * Processes are started detached, so a gateway restart leaves them running; the handle records the
+ * PID of the sandbox, the uid and the socket. `alive` recognises the sandbox again by its command
+ * line (a recycled PID belonging to something else is not taken for it). `stop` sends SIGTERM to
+ * every process of the workstation's uid, then SIGKILL after `stopGraceMs`, and unmounts the home;
+ * `reap` does the same for uids of `root` that no record claims.
  */
 import { spawn } from 'node:child_process'
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { request } from 'node:http'
+import { createHash } from 'node:crypto'
 import { DriverError, type WorkstationDriver } from './driver.ts'
+import { createCgroup, removeCgroup } from './cgroups.ts'
+import { missingTool, sandboxCommand } from './sandbox.ts'
 import type { DriverHandle } from './states.ts'
-
-const SERVER_SCRIPT = fileURLToPath(new URL('./terminal-server.ts', import.meta.url))
-/** tsx's loader by absolute URL: the server runs with its working directory as cwd, outside the package. */
-const TSX_LOADER = import.meta.resolve('tsx')
+import { DEFAULT_LIMITS, processesOf, signalUid, Workspaces, type WorkstationLimits } from './workspace.ts'
 
 export interface ProcessDriverOptions {
-  /** Parent of the per-project working directories. */
+  /** Parent of the per-project directories. */
   root: string
   /** How long a start may take until the health check answers (default 60 s). */
   startTimeoutMs?: number
   /** SIGTERM → SIGKILL delay (default 5 s). */
   stopGraceMs?: number
-  /** Command run as the workstation server; default: node + tsx + terminal-server.ts. Tests inject a failing one. */
-  command?: (dir: string, portFile: string, projectId: string) => { file: string; args: string[] }
+  limits?: Partial<WorkstationLimits>
+  /** Variables the workstation's environment holds besides HOME, USER, PATH, SHELL, TERM, LANG. */
+  env?: Record<string, string>
+  uidBase?: number
+  uidCount?: number
+  /** Where running workstations' homes are mounted and their sockets live (default /run/tollgate-workstations). */
+  runDir?: string
+  /** Command run inside the sandbox as the workstation server (default: terminal-server.ts). Tests inject a failing one. */
+  command?: (projectId: string) => { file: string; args: string[] }
+  /** Called when a cap falls back to rlimits (no writable cgroups). */
+  warn?: (message: string) => void
 }
 
 interface ProcessHandle extends DriverHandle {
   driver: 'process'
+  /** The sandbox (bwrap) outside its namespaces. */
   pid: number
-  port: number
+  uid: number
+  /** The project's data directory (under root). */
   dir: string
+  /** Its directory under runDir: the sandbox's command line names it, which recognises the PID again. */
+  stage: string
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Project ids become directory names: only what cannot climb out of `root`. */
-function safeName(projectId: string): string {
-  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(projectId) || projectId.includes('..')) throw new DriverError(`project id ${JSON.stringify(projectId)} cannot name a directory`)
-  return projectId
-}
-
-/** Whether `pid` runs (a zombie does not) and its command line mentions `marker`. */
+/** Whether `pid` runs (a zombie does not) and one argument of its command line starts with `marker`. */
 function runningWith(pid: number, marker: string): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
     if (state === 'Z' || state === 'X') return false
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(marker)
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').some((arg) => arg === marker || arg.startsWith(`${marker}/`))
   } catch {
     return false
   }
 }
 
+/** GET /healthz over the unix socket `socketPath`. */
+export function healthyAt(socketPath: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = request({ socketPath, path: '/healthz', timeout: 2000 }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode === 200))
+    })
+    req.on('error', () => resolve(false))
+    req.on('timeout', () => { req.destroy(); resolve(false) })
+    req.end()
+  })
+}
+
 export class ProcessDriver implements WorkstationDriver {
   readonly name = 'process'
-  private readonly root: string
+  readonly workspaces: Workspaces
   private readonly startTimeoutMs: number
   private readonly stopGraceMs: number
-  private readonly command: NonNullable<ProcessDriverOptions['command']>
+  private readonly limits: WorkstationLimits
+  private readonly rootKey: string
 
-  constructor(options: ProcessDriverOptions) {
-    this.root = resolve(options.root)
+  constructor(private readonly options: ProcessDriverOptions) {
+    this.workspaces = new Workspaces({ root: options.root, runDir: options.runDir, uidBase: options.uidBase, uidCount: options.uidCount })
     this.startTimeoutMs = options.startTimeoutMs ?? 60_000
     this.stopGraceMs = options.stopGraceMs ?? 5_000
-    this.command = options.command ?? ((dir, portFile, projectId) => ({
-      file: process.execPath,
-      args: ['--import', TSX_LOADER, SERVER_SCRIPT, '--dir', dir, '--port-file', portFile, '--project', projectId],
-    }))
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits }
+    this.rootKey = createHash('sha256').update(this.workspaces.root).digest('hex').slice(0, 12)
   }
 
-  /** The project's working directory. */
+  /** The project's home on the host (its disk image's mount point). */
   dirOf(projectId: string): string {
-    return join(this.root, safeName(projectId), 'home')
+    return this.workspaces.paths(projectId).home
+  }
+
+  private cgroupKey(projectId: string): string {
+    return `${this.rootKey}-${projectId}`
+  }
+
+  private preflight(): void {
+    Workspaces.requireRoot('the process driver')
+    const missing = missingTool()
+    if (missing) throw new DriverError(`the workstation sandbox needs ${missing} (Debian packages bubblewrap and util-linux); refusing to start an unsandboxed workstation`)
   }
 
   async provision(projectId: string): Promise<void> {
-    const dir = this.dirOf(projectId)
-    mkdirSync(dir, { recursive: true })
-    const readme = join(dir, 'README.txt')
-    if (!existsSync(readme)) writeFileSync(readme, `Workstation of project ${projectId}. Files here survive stop and start; delete removes them.\n`)
+    this.preflight()
+    await this.workspaces.provision(projectId, this.limits.diskMb)
   }
 
   async start(projectId: string): Promise<DriverHandle> {
-    const dir = this.dirOf(projectId)
-    if (!existsSync(dir)) throw new DriverError(`the working directory of ${projectId} is missing: provision it again`)
-    const runDir = join(this.root, safeName(projectId))
-    const portFile = join(runDir, 'port')
-    rmSync(portFile, { force: true })
-    const log = openSync(join(runDir, 'server.log'), 'a')
-    const { file, args } = this.command(dir, portFile, projectId)
+    this.preflight()
+    const paths = this.workspaces.paths(projectId)
+    await this.workspaces.mount(projectId)
+    const uid = this.workspaces.uidOf(projectId)!
+    rmSync(paths.socket, { force: true })
+    const cgroup = createCgroup(this.cgroupKey(projectId), this.limits)
+    if (!cgroup) this.options.warn?.('cgroups are not writable here: memory is capped per process (RLIMIT_AS), processes per uid (RLIMIT_NPROC), CPU not at all')
+    const { file, args } = sandboxCommand({ projectId, uid, paths, limits: this.limits, env: this.options.env ?? {}, cgroupProcs: cgroup?.procs ?? [], command: this.options.command?.(projectId) })
+    const log = openSync(paths.log, 'a', 0o600)
     let child
     try {
-      child = spawn(file, args, { cwd: dir, detached: true, stdio: ['ignore', log, log], env: { ...process.env, NODE_OPTIONS: '' } })
+      child = spawn(file, args, { cwd: '/', detached: true, stdio: ['ignore', log, log], env: {} })
     } finally {
       closeSync(log)
     }
     const pid = child.pid
-    if (pid === undefined) throw new DriverError(`the workstation server could not be spawned (${file})`)
+    if (pid === undefined) throw new DriverError('the workstation sandbox could not be spawned (/bin/sh)')
     let exited: string | undefined
     child.on('exit', (code, signal) => (exited = signal ? `signal ${signal}` : `exit code ${code}`))
     child.on('error', (error) => (exited = error.message))
     child.unref()
-    const handle: ProcessHandle = { driver: 'process', pid, port: 0, dir }
+    const handle: ProcessHandle = { driver: 'process', pid, uid, dir: paths.base, stage: paths.stage, target: `unix:${paths.socket}` }
     const deadline = Date.now() + this.startTimeoutMs
     while (Date.now() < deadline) {
-      if (exited !== undefined) throw new DriverError(`the workstation server exited during start (${exited}); see ${join(runDir, 'server.log')}`)
-      const port = existsSync(portFile) ? Number(readFileSync(portFile, 'utf8')) : 0
-      if (port > 0) {
-        handle.port = port
-        handle.target = `http://127.0.0.1:${port}`
-        if (await this.healthy(handle)) return handle
+      if (exited !== undefined) {
+        await this.stop(handle)
+        throw new DriverError(`the workstation server exited during start (${exited}): ${lastLines(paths.log)}`)
       }
+      if (existsSync(paths.socket) && (await healthyAt(paths.socket))) return handle
       await sleep(100)
     }
     await this.stop(handle)
@@ -123,63 +155,50 @@ export class ProcessDriver implements WorkstationDriver {
   }
 
   async stop(handle: DriverHandle): Promise<void> {
-    const { pid, dir } = handle as ProcessHandle
-    if (!Number.isInteger(pid) || !runningWith(pid, dir)) return
-    const signal = (name: NodeJS.Signals) => {
-      try {
-        process.kill(-pid, name) // the whole group: the server and the shells it started
-      } catch {
-        try { process.kill(pid, name) } catch { /* gone */ }
-      }
+    const { uid, dir } = handle as ProcessHandle
+    if (!Number.isInteger(uid) || typeof dir !== 'string' || !dir.startsWith(`${this.workspaces.root}/`)) return
+    const projectId = dir.slice(this.workspaces.root.length + 1)
+    if (signalUid(uid, 'SIGTERM')) {
+      const deadline = Date.now() + this.stopGraceMs
+      while (Date.now() < deadline && processesOf(uid).length) await sleep(50)
+      // SIGKILL until none is left: a fork bomb may still be spawning while the first pass runs.
+      for (let i = 0; i < 200 && signalUid(uid, 'SIGKILL'); i++) await sleep(20)
+      if (processesOf(uid).length) throw new DriverError(`processes of uid ${uid} survived SIGKILL`)
     }
-    signal('SIGTERM')
-    const deadline = Date.now() + this.stopGraceMs
-    while (Date.now() < deadline) {
-      if (!runningWith(pid, dir)) return
-      await sleep(50)
-    }
-    signal('SIGKILL')
-    for (let i = 0; i < 100 && runningWith(pid, dir); i++) await sleep(20)
-    if (runningWith(pid, dir)) throw new DriverError(`process ${pid} survived SIGKILL`)
+    removeCgroup(this.cgroupKey(projectId))
+    await this.workspaces.unmount(projectId)
   }
 
   async delete(projectId: string, handle?: DriverHandle): Promise<void> {
+    const uid = this.workspaces.uidOf(projectId)
+    const paths = this.workspaces.paths(projectId)
     if (handle) await this.stop(handle)
-    rmSync(join(this.root, safeName(projectId)), { recursive: true, force: true })
+    else if (uid !== undefined) await this.stop({ driver: 'process', pid: 0, uid, dir: paths.base, stage: paths.stage })
+    await this.workspaces.remove(projectId)
   }
 
   async alive(handle: DriverHandle): Promise<boolean> {
-    const { pid, dir } = handle as ProcessHandle
-    return Number.isInteger(pid) && runningWith(pid, dir) && (await this.healthy(handle))
+    const { pid, stage, target } = handle as ProcessHandle
+    if (!Number.isInteger(pid) || typeof stage !== 'string' || !target?.startsWith('unix:')) return false
+    return runningWith(pid, stage) && (await healthyAt(target.slice('unix:'.length)))
   }
 
   async reap(claimed: DriverHandle[]): Promise<number> {
-    const claimedPids = new Set(claimed.map((handle) => (handle as ProcessHandle).pid))
-    let killed = 0
-    for (const entry of readdirSync('/proc')) {
-      const pid = Number(entry)
-      if (!Number.isInteger(pid) || pid === process.pid || claimedPids.has(pid)) continue
-      let args: string[]
-      try {
-        args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
-      } catch {
-        continue
-      }
-      const dir = args[args.indexOf('--dir') + 1]
-      if (!args.includes(SERVER_SCRIPT) || args.indexOf('--dir') < 0 || !dir?.startsWith(this.root + '/')) continue
-      await this.stop({ driver: 'process', pid, port: 0, dir })
-      killed++
+    const claimedUids = new Set(claimed.map((handle) => (handle as ProcessHandle).uid))
+    let stopped = 0
+    for (const [uid, projectId] of this.workspaces.claimedUids()) {
+      if (claimedUids.has(uid) || !processesOf(uid).length) continue
+      await this.stop({ driver: 'process', pid: 0, uid, dir: this.workspaces.paths(projectId).base, stage: this.workspaces.paths(projectId).stage })
+      stopped++
     }
-    return killed
+    return stopped
   }
+}
 
-  private async healthy(handle: DriverHandle): Promise<boolean> {
-    try {
-      const answer = await fetch(`${handle.target}/healthz`, { signal: AbortSignal.timeout(2000) })
-      await answer.arrayBuffer()
-      return answer.status === 200
-    } catch {
-      return false
-    }
+function lastLines(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-3).join(' / ').slice(0, 500) || 'no output'
+  } catch {
+    return 'no output'
   }
 }

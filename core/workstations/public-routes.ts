@@ -6,6 +6,7 @@
  *   *   /workstations/:id/...                  the project's workstation, HTTP and WebSocket
  *
  *   GET /workstations/_auth/linked             where a link sign-in ends when no dashboard page was named
+ *   POST /workstations/_auth/logout            ends the session (Origin must be the public origin)
  *
  * Who passes: an identity session whose IdP account a tollgate user linked to their account (an
  * OIDC sign-in started from their admin session, `POST /admin/account/identity/link`) passes only
@@ -15,13 +16,13 @@
  * same account is named as `workstationOwner`. The session cookie is removed before the request
  * reaches the workstation. Traffic counts as activity for the idle auto-stop.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { IdentitySessions, sameIdentity, type OwnerIdentities } from './access.ts'
-import { withoutGatewayCookies, withoutGatewaySetCookies } from '../http/gateway-cookies.ts'
+import { withoutGatewayCookies } from '../http/gateway-cookies.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
@@ -66,8 +67,71 @@ function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]
   return out
 }
 
+/** An open proxied connection (a WebSocket or an HTTP exchange in flight) and how to cut it. */
+interface OpenConnection {
+  projectId: string
+  req: IncomingMessage
+  cut(): void
+}
+
+/** How often open connections are authorized again (revocation closes them within this + one check). */
+const RECHECK_MS = 1_000
+/** Sign-in starts allowed per client address, and overall, per minute (each writes a pending record). */
+const LOGIN_PER_CLIENT_PER_MINUTE = 10
+const LOGIN_PER_MINUTE = 120
+
 export class WorkstationPublicRoutes {
-  constructor(private readonly options: PublicRoutesOptions) {}
+  private readonly open = new Set<OpenConnection>()
+  private readonly timer: NodeJS.Timeout
+  private readonly sweeper: NodeJS.Timeout
+  private checking = false
+  private readonly logins = new SlidingCounter(60_000)
+
+  constructor(private readonly options: PublicRoutesOptions) {
+    this.timer = setInterval(() => void this.recheck(), RECHECK_MS)
+    this.timer.unref()
+    this.sweeper = setInterval(() => void this.options.oidc?.sweep().catch((error) => this.options.log.warn({ err: error }, 'pending sign-in sweep failed')), 60_000)
+    this.sweeper.unref()
+  }
+
+  /** Stops the checks and cuts every proxied connection (the gateway is stopping). */
+  close(): void {
+    clearInterval(this.timer)
+    clearInterval(this.sweeper)
+    for (const connection of this.open) connection.cut()
+    this.open.clear()
+  }
+
+  /** Number of proxied connections open now (tests, metrics). */
+  get openConnections(): number {
+    return this.open.size
+  }
+
+  /**
+   * Authorizes every open connection again: a revocation (feature off, identity unlinked, user
+   * removed or no longer on the project, session ended or expired) cuts what is already open.
+   */
+  private async recheck(): Promise<void> {
+    if (this.checking || this.open.size === 0) return
+    this.checking = true
+    try {
+      for (const connection of [...this.open]) {
+        const refused = await this.authorize(connection.req, connection.projectId).catch(() => undefined)
+        if (refused) {
+          this.options.log.info({ projectId: connection.projectId, code: refused.code }, 'workstation connection revoked')
+          this.open.delete(connection)
+          connection.cut()
+        }
+      }
+    } finally {
+      this.checking = false
+    }
+  }
+
+  private track(connection: OpenConnection, closed: { once(event: 'close', listener: () => void): unknown }): void {
+    this.open.add(connection)
+    closed.once('close', () => this.open.delete(connection))
+  }
 
   /** Whether `url` belongs here. */
   static owns(url: string | undefined): boolean {
@@ -81,6 +145,7 @@ export class WorkstationPublicRoutes {
       if (url.pathname === '/workstations/_auth/login') return await this.login(req, res, url)
       if (url.pathname === '/workstations/_auth/callback') return await this.callback(req, res, url)
       if (url.pathname === '/workstations/_auth/linked') return linkedPage(res)
+      if (url.pathname === '/workstations/_auth/logout') return await this.logout(req, res)
       const routed = await this.route(req, url)
       if ('status' in routed) {
         if (routed.location) return void res.writeHead(302, { location: routed.location, 'cache-control': 'no-store' }).end()
@@ -102,15 +167,19 @@ export class WorkstationPublicRoutes {
       socket.end(`HTTP/1.1 ${status} ${code}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     }
     try {
+      // A page of another origin must not open a shell with the user's cookies (cross-site
+      // WebSocket hijacking): browsers always send Origin on a WebSocket handshake.
+      const expected = this.publicOrigin(req)
+      if (req.headers.origin !== expected) return refuse(403, 'workstation_origin_refused', `the WebSocket must come from ${expected} (Origin ${JSON.stringify(req.headers.origin ?? null)})`)
       const routed = await this.route(req, new URL(req.url ?? '/', 'http://gateway'))
       if ('status' in routed) return refuse(routed.status === 302 ? 401 : routed.status, routed.code, routed.message)
-      const { port, hostname } = new URL(routed.target)
-      const upstream = connect(Number(port), hostname)
+      const upstream = connect(socketOf(routed.target))
       upstream.on('error', () => socket.destroy())
       socket.on('close', () => upstream.destroy())
+      this.track({ projectId: routed.projectId, req, cut: () => { socket.destroy(); upstream.destroy() } }, socket)
       upstream.on('connect', () => {
         const headers = upstreamHeaders(req)
-        const lines = [`${req.method} ${routed.path} HTTP/1.1`, `host: ${hostname}:${port}`, 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
+        const lines = [`${req.method} ${routed.path} HTTP/1.1`, 'host: workstation', 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
         for (const [name, value] of Object.entries(headers)) for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`)
         upstream.write(`${lines.join('\r\n')}\r\n\r\n`)
         if (head.length) upstream.write(head)
@@ -139,11 +208,26 @@ export class WorkstationPublicRoutes {
     }
     if (!projectId) return { status: 404, code: 'route_not_found', message: 'name a project: /workstations/:projectId/' }
     if (slash < 0) return { status: 302, code: 'redirect', message: '', location: `${PREFIX}${encodeURIComponent(projectId)}/${url.search}` }
+    const refused = await this.authorize(req, projectId)
+    if (refused) return refused
+    const target = await this.options.service.target(projectId)
+    if (!target) {
+      const view = await this.options.service.view(projectId)
+      const state = (view.body as { state?: string }).state ?? 'absent'
+      return { status: 409, code: 'workstation_not_ready', message: `the workstation is ${state}, not ready` }
+    }
+    void this.options.service.touch(projectId).catch(() => {})
+    return { target, path: url.pathname.slice(PREFIX.length + slash) + url.search, projectId }
+  }
+
+  /** Whether the request's session may use the project's workstation now; the refusal otherwise. */
+  private async authorize(req: IncomingMessage, projectId: string): Promise<Refusal | undefined> {
     const view = await this.options.service.view(projectId)
     if (view.status !== 200) {
       const { error } = view.body as { error: { code: string; message: string } }
       return { status: view.status, code: error.code, message: error.message }
     }
+    if (!this.options.service.enabled(projectId)) return { status: 403, code: 'workstation_not_enabled', message: `the workstation feature is not enabled for project ${projectId}` }
     const identity = await this.options.sessions.identityOf(req)
     if (!identity) {
       const login = `${PREFIX}_auth/login?project=${encodeURIComponent(projectId)}`
@@ -162,25 +246,28 @@ export class WorkstationPublicRoutes {
       if (!owner) return { status: 403, code: 'workstation_identity_not_linked', message: 'this identity-provider account is linked to no tollgate user: link it from the dashboard (POST /admin/account/identity/link)' }
       if (!sameIdentity(identity, owner)) return { status: 403, code: 'workstation_identity_mismatch', message: 'this workstation belongs to another identity-provider account' }
     }
-    const target = await this.options.service.target(projectId)
-    if (!target) {
-      const state = (view.body as { state: string }).state
-      return { status: 409, code: 'workstation_not_ready', message: `the workstation is ${state}, not ready` }
-    }
-    void this.options.service.touch(projectId).catch(() => {})
-    return { target, path: url.pathname.slice(PREFIX.length + slash) + url.search, projectId }
+    return undefined
+  }
+
+  /** The origin browsers reach the public listener at: `publicUrl`'s, else the request's Host over this listener's scheme. */
+  private publicOrigin(req: IncomingMessage): string {
+    if (this.options.publicUrl) return new URL(this.options.publicUrl).origin
+    const scheme = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http'
+    return `${scheme}://${req.headers.host ?? ''}`
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, target: string, path: string, projectId: string): void {
-    const { port, hostname } = new URL(target)
-    const upstream = httpRequest({ host: hostname, port: Number(port), method: req.method, path, headers: upstreamHeaders(req) }, (answer) => {
+    const upstream = httpRequest({ socketPath: socketOf(target), method: req.method, path, headers: { ...upstreamHeaders(req), host: 'workstation' } }, (answer) => {
       const headers: Record<string, string | string[]> = {}
-      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP.has(name)) headers[name] = value
-      // The tenant runs what answers: it may set its own app's cookies, never the gateway's sessions.
-      if (headers['set-cookie'] !== undefined) headers['set-cookie'] = withoutGatewaySetCookies(headers['set-cookie'])
+      // The workstation is the tenant's: it sets no cookie on the gateway's origin (no cookie
+      // tossing over the session cookies) and is never framed by another site.
+      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP.has(name) && name !== 'set-cookie') headers[name] = value
+      headers['x-frame-options'] = 'SAMEORIGIN'
+      headers['x-content-type-options'] = 'nosniff'
       res.writeHead(answer.statusCode ?? 502, headers)
       answer.pipe(res)
     })
+    this.track({ projectId, req, cut: () => { upstream.destroy(); res.destroy() } }, res)
     upstream.on('error', () => {
       if (!res.headersSent) sendJson(res, 502, 'workstation_unavailable', `the workstation of ${projectId} did not answer`)
       else res.destroy()
@@ -207,13 +294,31 @@ export class WorkstationPublicRoutes {
     return this.options.oidc.begin(this.callbackUrl(this.options.publicUrl ?? publicBase), returnTo ?? `${PREFIX}_auth/linked`, userId, bindingHash)
   }
 
+  /** POST: ends the session; its open workstation connections are cut at the next check (≤ 2 s). */
+  private async logout(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    req.resume()
+    if (req.method !== 'POST') return sendJson(res, 405, 'method_not_allowed', '/workstations/_auth/logout allows POST')
+    if (req.headers.origin !== this.publicOrigin(req)) return sendJson(res, 403, 'workstation_origin_refused', `sign-out must come from ${this.publicOrigin(req)}`)
+    const ended = await this.options.sessions.end(req)
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'set-cookie': `${SESSION_COOKIE}=; Path=/workstations/; Max-Age=0; HttpOnly; SameSite=Lax` })
+    res.end(JSON.stringify({ signedOut: ended }))
+  }
+
   private async login(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     if (!this.options.oidc) return sendJson(res, 404, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
     const projectId = url.searchParams.get('project') ?? ''
     if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(projectId)) return sendJson(res, 400, 'invalid_project', 'query parameter project must name a project')
+    // Anonymous, and each start stores a pending record: bounded per client and overall.
+    const client = req.socket.remoteAddress ?? ''
+    if (!this.logins.take(`ip:${client}`, LOGIN_PER_CLIENT_PER_MINUTE) || !this.logins.take('all', LOGIN_PER_MINUTE)) {
+      return sendJson(res, 429, 'sign_in_rate_limited', 'too many sign-in starts; retry in a minute', { 'retry-after': '60' })
+    }
     try {
-      const location = await this.options.oidc.begin(this.redirectUri(req), `${PREFIX}${encodeURIComponent(projectId)}/`)
-      res.writeHead(302, { location, 'cache-control': 'no-store' }).end()
+      // The browser that starts the sign-in gets a secret cookie; the callback requires it (login CSRF).
+      const binding = randomBytes(32).toString('base64url')
+      const location = await this.options.oidc.begin(this.redirectUri(req), `${PREFIX}${encodeURIComponent(projectId)}/`, undefined, undefined, createHash('sha256').update(binding).digest('hex'))
+      const secure = (req.socket as { encrypted?: boolean }).encrypted ? '; Secure' : ''
+      res.writeHead(302, { location, 'cache-control': 'no-store', 'set-cookie': `${LOGIN_COOKIE}=${binding}; Path=${LINK_COOKIE_PATH}; Max-Age=600; HttpOnly; SameSite=Lax${secure}` }).end()
     } catch (error) {
       if (error instanceof SignInError) return sendJson(res, error.status, error.code, error.message)
       throw error
@@ -223,7 +328,11 @@ export class WorkstationPublicRoutes {
   private async callback(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     if (!this.options.oidc) return sendJson(res, 404, 'oidc_not_configured', 'no identity provider is configured (workstations.oidc)')
     try {
-      const { identity, returnTo, linkUserId, linkBinding } = await this.options.oidc.complete(url.searchParams)
+      const { identity, returnTo, linkUserId, linkBinding, loginBinding } = await this.options.oidc.complete(url.searchParams)
+      if (linkUserId === undefined && (!loginBinding || !bindingMatches(cookieOf(req, LOGIN_COOKIE), loginBinding))) {
+        // A sign-in someone else started (login CSRF: the victim's browser would end up in the attacker's session).
+        return sendJson(res, 403, 'sign_in_not_started_here', 'finish signing in in the browser that started it; start again')
+      }
       if (linkUserId !== undefined) {
         // Only the browser that started the link may finish it: else an attacker could start a link
         // for their own account and have a victim sign in, binding the victim's IdP account to them.
@@ -243,7 +352,7 @@ export class WorkstationPublicRoutes {
       }
       const cookie = await this.options.sessions.create(identity)
       this.options.log.info({ issuer: identity.issuer }, 'workstation identity signed in')
-      const cookies = linkUserId !== undefined ? [cookie, `${LINK_COOKIE}=; Path=${LINK_COOKIE_PATH}; Max-Age=0; HttpOnly; SameSite=Lax`] : cookie
+      const cookies = [cookie, `${linkUserId !== undefined ? LINK_COOKIE : LOGIN_COOKIE}=; Path=${LINK_COOKIE_PATH}; Max-Age=0; HttpOnly; SameSite=Lax`]
       res.writeHead(302, { location: returnTo, 'set-cookie': cookies, 'cache-control': 'no-store' }).end()
     } catch (error) {
       if (error instanceof SignInError) return sendJson(res, error.status, error.code, error.message)
@@ -252,8 +361,40 @@ export class WorkstationPublicRoutes {
   }
 }
 
+/**
+ * The unix socket of a workstation's server (`unix:/path`). Drivers give no other kind of target:
+ * a TCP port on loopback would be open to every local process.
+ */
+function socketOf(target: string): string {
+  if (!target.startsWith('unix:/')) throw new Error(`workstation target ${JSON.stringify(target)} is not a unix socket`)
+  return target.slice('unix:'.length)
+}
+
 /** The cookie that binds a link sign-in to the browser that started it (set by the admin API's POST …/link). */
 export const LINK_COOKIE = 'tollgate_link'
+/** The cookie that binds a plain workstation sign-in to the browser that started it (GET /workstations/_auth/login). */
+export const LOGIN_COOKIE = 'tollgate_ws_login'
+
+/** Events per key within a sliding window (in memory: a limit per instance). */
+class SlidingCounter {
+  private readonly hits = new Map<string, number[]>()
+  constructor(private readonly windowMs: number) {}
+
+  /** Counts one event for `key` if fewer than `limit` happened within the window; false when over. */
+  take(key: string, limit: number): boolean {
+    const now = Date.now()
+    const recent = (this.hits.get(key) ?? []).filter((at) => now - at < this.windowMs)
+    if (recent.length >= limit) {
+      this.hits.set(key, recent)
+      return false
+    }
+    recent.push(now)
+    this.hits.set(key, recent)
+    if (this.hits.size > 10_000) for (const [k, v] of this.hits) if (!v.some((at) => now - at < this.windowMs)) this.hits.delete(k)
+    return true
+  }
+}
+
 /** Sent only to the sign-in callback: cookies ignore ports, so one set by the admin listener reaches the public one on the same host. */
 export const LINK_COOKIE_PATH = `${PREFIX}_auth/`
 

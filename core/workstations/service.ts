@@ -92,16 +92,27 @@ export class WorkstationService {
     await Promise.allSettled([...this.work.values()])
   }
 
-  /** Whether the project exists and has the feature on; the error to answer otherwise. */
-  private gate(projectId: string): ActResult | undefined {
+  /**
+   * Whether the project exists and has the feature on; the error to answer otherwise. Stopping and
+   * deleting (and looking) stay possible while a record exists: turning the feature off must never
+   * leave a workstation nobody can stop.
+   */
+  private async gate(projectId: string, action?: WorkstationAction): Promise<ActResult | undefined> {
     const project = this.options.project(projectId)
+    const winding = action === undefined || action === 'stop' || action === 'delete'
+    if (winding && (await this.docs.get<WorkstationRecord>(projectId))) return undefined
     if (!project) return failure(404, 'project_not_found', `no project ${JSON.stringify(projectId)}`)
     if (!project.features.workstation) return failure(403, 'workstation_not_enabled', `the workstation feature is not enabled for project ${projectId}; an operator enables it (features.workstation)`)
     return undefined
   }
 
+  /** Whether the project may use its workstation now (exists, feature on): the proxy asks on every request and for open connections. */
+  enabled(projectId: string): boolean {
+    return this.options.project(projectId)?.features.workstation === true
+  }
+
   async view(projectId: string): Promise<ActResult> {
-    const refused = this.gate(projectId)
+    const refused = await this.gate(projectId)
     if (refused) return refused
     const found = await this.docs.get<WorkstationRecord>(projectId)
     return { status: 200, body: toView(projectId, found?.doc) }
@@ -109,7 +120,7 @@ export class WorkstationService {
 
   /** Applies an operator action: 202 when accepted (or already under way), 409 when it makes no sense now. */
   async act(projectId: string, action: WorkstationAction, by = `api:${action}`): Promise<ActResult> {
-    const refused = this.gate(projectId)
+    const refused = await this.gate(projectId, action)
     if (refused) return refused
     for (let attempt = 0; attempt < 20; attempt++) {
       const current = await this.docs.getWithRevision<WorkstationRecord>(projectId)
@@ -174,6 +185,11 @@ export class WorkstationService {
       return
     }
     if (record.state !== 'ready') return
+    // Feature turned off (or project removed): stop it and its metering now, not at the next idle check.
+    if (!this.enabled(projectId)) {
+      await this.stopFor(projectId, 'feature', 'the workstation feature was turned off for this project')
+      return
+    }
     const idle = this.options.idleStopMs ?? 0
     if (idle > 0 && now - record.lastActivityAt > idle) {
       await this.stopFor(projectId, 'idle', `stopped after ${Math.round(idle / 1000)} s without use`)
@@ -241,6 +257,8 @@ export class WorkstationService {
         }
         const now = this.clock()
         await this.transition(record.projectId, 'ready', (r) => ({ ...moved(r, 'stopped', now, 'restart', 'the workstation server was not running after a gateway restart'), handle: undefined }))
+        // What a dead server leaves behind (a mounted home, a cgroup, stray processes) goes too.
+        await this.options.driver.stop(record.handle).catch(() => {})
       } else if (record.state === 'stopped' || record.state === 'failed') {
         await this.options.driver.stop(record.handle).catch(() => {})
       } else {

@@ -29,7 +29,7 @@ export interface Transition {
 /** How the driver reaches a running workstation; opaque to everything but its driver. */
 export interface DriverHandle {
   driver: string
-  /** Loopback address the gateway proxies to, e.g. `http://127.0.0.1:40123`. */
+  /** The workstation server's unix socket the gateway proxies to, `unix:/run/.../server.sock` (never a TCP port). */
   target?: string
   /** Driver-specific fields (a PID, a container id...). */
   [field: string]: unknown

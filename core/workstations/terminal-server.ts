@@ -1,7 +1,7 @@
 /**
- * The workstation server the process driver runs, one process per project: a browser terminal on
- * loopback. `GET /` is an xterm.js page (@xterm/xterm, served from node_modules), `GET /healthz`
- * the driver's health check, and a WebSocket on `pty` joins the browser to a shell.
+ * The workstation server the process driver runs, one process per project: a browser terminal. `GET /` is an xterm.js page (@xterm/xterm, served from node_modules), `GET /healthz`
+ * the driver's health check, and a WebSocket on `pty` joins the browser to a shell. It listens on a
+ * unix socket only.
  *
  * Why this and not a packaged server: code-server needs Node 24 (not viable here), wetty 3.2.0
  * needs node-pty compiled from source and a socket.io stack, shellinabox (Debian) is not installed
@@ -14,26 +14,26 @@
  * pty (pty-size.ts), so `stty size`, `tput cols` and full-screen programs see the real size.
  * Keystrokes are binary frames, a text frame is a control message (`{"type":"resize",...}`).
  *
- * Run as: `node --import tsx terminal-server.ts --dir DIR --port-file FILE` (port 0: any free port,
- * written to FILE once listening). SIGTERM closes every shell and exits 0.
+ * Run as: `node --import tsx terminal-server.ts --dir DIR --socket PATH` (a unix socket; the gateway
+ * proxies to it). It runs inside the workstation's sandbox, as the workstation's uid. SIGTERM closes
+ * every shell and exits 0.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createServer } from 'node:http'
-import { readFileSync, writeFileSync, renameSync } from 'node:fs'
+import { chmodSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
-import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import { WebSocketServer } from 'ws'
 import { DEFAULT_SIZE, PtyResizer, resizeRequest, sizeFromQuery } from './pty-size.ts'
 
-const { values } = parseArgs({ options: { dir: { type: 'string' }, 'port-file': { type: 'string' }, project: { type: 'string', default: '' } } })
-if (!values.dir || !values['port-file']) {
-  process.stderr.write('usage: terminal-server --dir DIR --port-file FILE [--project ID]\n')
+const { values } = parseArgs({ options: { dir: { type: 'string' }, socket: { type: 'string' }, project: { type: 'string', default: '' } } })
+if (!values.dir || !values.socket) {
+  process.stderr.write('usage: terminal-server --dir DIR --socket PATH [--project ID]\n')
   process.exit(2)
 }
 const workDir = values.dir
-const portFile = values['port-file']
+const socketPath = values.socket
 
 const require = createRequire(import.meta.url)
 const xtermDir = dirname(dirname(require.resolve('@xterm/xterm')))
@@ -110,7 +110,8 @@ sockets.on('connection', (socket, req) => {
   // the numbers are validated integers, safe in the command line.
   const shell = spawn('script', ['-q', '-f', '-E', 'always', '-c', `stty cols ${size.cols} rows ${size.rows}; exec bash -i`, '/dev/null'], {
     cwd: workDir,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: workDir, TERM: 'xterm-256color', LANG: 'C.UTF-8', SHELL: '/bin/bash' },
+    // The sandbox's environment is already only the allow-list (sandbox.ts): the shell inherits it.
+    env: { ...process.env, HOME: workDir, TERM: 'xterm-256color', SHELL: '/bin/bash' },
     stdio: ['pipe', 'pipe', 'pipe'],
   })
   shells.add(shell)
@@ -137,12 +138,10 @@ sockets.on('connection', (socket, req) => {
   })
 })
 
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo
-  // Written whole, then renamed: the driver never reads half a number.
-  writeFileSync(`${portFile}.tmp`, String(port))
-  renameSync(`${portFile}.tmp`, portFile)
-})
+// A unix socket, never a TCP port: only who may open its directory (the workstation's uid and the
+// gateway's group, see workspace.ts) can connect, and no other local process, SSRF or browser page.
+rmSync(socketPath, { force: true })
+server.listen(socketPath, () => chmodSync(socketPath, 0o660))
 
 function shutdown(): void {
   for (const shell of shells) shell.kill('SIGHUP')

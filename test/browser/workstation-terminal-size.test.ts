@@ -10,7 +10,7 @@ import type { Page } from 'playwright-core'
 import { ProcessDriver } from '../../core/workstations/process-driver.ts'
 import { ARTIFACTS, launchBrowser } from '../helpers/browser.ts'
 import { tempDir } from '../helpers/temp.ts'
-import { serversUnder } from '../helpers/terminal-servers.ts'
+import { killAllUnder, relayToTarget } from '../helpers/terminal-servers.ts'
 
 let seq = 0
 /** Types `stty size` into the terminal and reads the answer off the screen: [rows, cols]. */
@@ -53,13 +53,16 @@ t.test('workstation terminal: fills the window and follows its resizes', async (
   const handle = await driver.start('studio')
   t.teardown(async () => {
     await driver.stop(handle)
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
 
   const page = await browser.newPage({ viewport: { width: 1200, height: 800 } })
   const errors: string[] = []
   page.on('pageerror', (error) => errors.push(error.message))
-  await page.goto(`${handle.target}/`)
+  // The server has no TCP port (a unix socket only): the test relays one to it for the browser.
+  const relay = await relayToTarget(handle.target!)
+  t.teardown(() => relay.close())
+  await page.goto(`${relay.url}/`)
   await page.waitForFunction(() => (globalThis as any).workstationSocket?.readyState === 1, undefined, { timeout: 30_000 })
   await page.locator('.xterm').click()
 

@@ -17,7 +17,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
 import { signIn, userCli, type Session } from '../helpers/admin-client.ts'
 import { tempDir } from '../helpers/temp.ts'
-import { serversUnder } from '../helpers/terminal-servers.ts'
+import { killAllUnder, serversUnder } from '../helpers/terminal-servers.ts'
 
 type T = Pick<typeof t, "equal" | "match">
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
@@ -88,7 +88,7 @@ async function status(gw: GatewayProcess, cookie: string, path = '/workstations/
 }
 
 async function socketStatus(gw: GatewayProcess, cookie: string): Promise<number | 'open'> {
-  const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie } })
+  const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie, origin: gw.url } })
   return new Promise((resolve, reject) => {
     socket.once('open', () => { socket.close(); resolve('open') })
     socket.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0))
@@ -111,7 +111,7 @@ t.test('identity link: linked owner passes, others refused, unlink refuses, sess
   idp.register({ clientId: 'tollgate-workstations', redirectUris: [`${gw.url}/workstations/_auth/callback`] })
   t.teardown(async () => {
     await gw.stop()
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
 
   t.equal((await operator(gw, 'POST', '/admin/projects/p1/workstation/provision')).status, 202)

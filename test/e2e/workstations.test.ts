@@ -17,7 +17,7 @@ import { signInThroughOidc } from '../helpers/oidc-sign-in.ts'
 import { signIn, userCli } from '../helpers/admin-client.ts'
 import { writeFileSync } from 'node:fs'
 import { tempDir } from '../helpers/temp.ts'
-import { serversUnder } from '../helpers/terminal-servers.ts'
+import { killAllUnder, serversUnder } from '../helpers/terminal-servers.ts'
 
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
 
@@ -75,7 +75,7 @@ t.test('workstation: API, OIDC-bound proxy with WebSocket, restart, delete', asy
   idp.register({ clientId: 'tollgate-workstations', redirectUris: [`${gw.url}/workstations/_auth/callback`] })
   t.teardown(async () => {
     await gw.stop()
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
 
   // Bad input: a clear 4xx, nothing changed.
@@ -143,12 +143,12 @@ t.test('workstation: API, OIDC-bound proxy with WebSocket, restart, delete', asy
   t.equal(asset.statusCode, 200)
   await asset.body.dump()
 
-  const bobSocket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie: bob.cookie } })
+  const bobSocket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie: bob.cookie, origin: gw.url } })
   const bobRefused = await new Promise<number>((resolve) => bobSocket.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0)))
   t.equal(bobRefused, 403, 'the WebSocket refuses the other identity too')
 
   const shell = async (cookie: string, command: string, expect: string) => {
-    const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie } })
+    const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie, origin: gw.url } })
     let output = ''
     socket.on('message', (data) => (output += String(data)))
     await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })

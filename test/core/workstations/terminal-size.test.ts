@@ -9,7 +9,7 @@ import t from 'tap'
 import WebSocket from 'ws'
 import { ProcessDriver } from '../../../core/workstations/process-driver.ts'
 import { tempDir } from '../../helpers/temp.ts'
-import { serversUnder } from '../../helpers/terminal-servers.ts'
+import { killAllUnder, serversUnder, wsUrlOf, getFromTarget } from '../../helpers/terminal-servers.ts'
 
 interface Shell {
   /** Types `command` (a binary frame); resolves with the first match of `pattern` in the output that follows. */
@@ -23,7 +23,7 @@ interface Shell {
 }
 
 async function openShell(target: string, query = ''): Promise<Shell> {
-  const socket = new WebSocket(`${target.replace('http', 'ws')}/pty${query}`)
+  const socket = new WebSocket(wsUrlOf(target, `/pty${query}`))
   let output = ''
   socket.on('message', (data) => (output += String(data)))
   await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
@@ -71,7 +71,7 @@ t.test('terminal size: initial size, resize with SIGWINCH, bad messages ignored'
   const handle = await driver.start('p1')
   t.teardown(async () => {
     await driver.stop(handle)
-    for (const pid of serversUnder(root)) process.kill(-pid, 'SIGKILL')
+    killAllUnder(root)
   })
   const target = handle.target!
 
@@ -137,6 +137,6 @@ t.test('terminal size: initial size, resize with SIGWINCH, bad messages ignored'
   const alive = await shell.run('echo alive-$((40+2))', /alive-42/)
   t.ok(alive, 'the shell is still alive')
   t.same(serversUnder(root).length, 1, 'the terminal server still runs')
-  const health = await fetch(`${target}/healthz`)
+  const health = await getFromTarget(target, '/healthz')
   t.equal(health.status, 200, 'and answers its health check')
 })
