@@ -15,6 +15,7 @@ import type { RouteConfig } from './config/types.ts'
 import type { CompiledRoute } from './table.ts'
 import { type CoreMetrics, RouteMetrics } from './metrics.ts'
 import { jsonErrorFormat } from './error-format.ts'
+import { credentialPolicy } from './http/gateway-cookies.ts'
 
 /** One configured route as `tollgate routes --json` prints it. */
 export interface CatalogEntry {
@@ -85,7 +86,7 @@ export function wellKnownRoutes(routes: readonly CompiledRoute[], plugins: Reado
       name, config, pattern: config.path.split('/').filter(Boolean), handler,
       request: [], body: [], response: [], done: [], contentTypes: [], wantsResponseBody: false,
       maxBodyBytes: 0, bodyTimeoutMs: 0, secretParams: [], errorFormat: jsonErrorFormat,
-      metrics: new RouteMetrics(metrics, name), pluginNames: [], descriptions: new Map(),
+      metrics: new RouteMetrics(metrics, name), pluginNames: [], descriptions: new Map(), credentials: credentialPolicy(config),
     })
   }
   return out

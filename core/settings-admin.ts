@@ -41,6 +41,7 @@ import { carryOnScheduleChange, carryView } from './credit-carry.ts'
 import type { Store } from './store/types.ts'
 import { FIELDS, HASH, KEY_LABEL, PROJECT_ID, ROTATED_LABEL, invalid, limitOf, object, parseExpiry, parseFields, parseGrace } from './settings-admin-input.ts'
 import { SettingsConflict, type ChangeActor, type FeatureFlags, type ProjectFields, type ProjectOverride, type SettingsStore } from './store/settings/types.ts'
+import { actorName } from './store/settings/fields.ts'
 
 export interface SettingsAdminDeps {
   settings: SettingsStore
@@ -180,7 +181,7 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
         await deps.settings.updateProject(params.id, fields, actor)
         await deps.sync.refresh()
         // A schedule change never drops grants: what was granted and not spent moves to the new period.
-        const carried = fields.credits ? await carryOnScheduleChange(deps.store, before, deps.projects().byId(params.id), clock(), actor) : undefined
+        const carried = fields.credits ? await carryOnScheduleChange(deps.store, before, deps.projects().byId(params.id), clock(), actorName(actor)) : undefined
         return done(200, params.id, carryView(carried))
       },
     },
@@ -297,7 +298,7 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
         await deps.settings.resetProject(params.id, actor)
         await deps.sync.refresh()
         const project = deps.projects().byId(params.id)
-        const carried = await carryOnScheduleChange(deps.store, before, project, clock(), actor)
+        const carried = await carryOnScheduleChange(deps.store, before, project, clock(), actorName(actor))
         return { body: project ? { project: view(params.id), ...carryView(carried) } : { removed: params.id } }
       }),
     },

@@ -21,7 +21,7 @@ import { request as httpRequest, type IncomingMessage, type ServerResponse } fro
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
-import { IdentitySessions, sameIdentity, type OwnerIdentities } from './access.ts'
+import { IdentitySessions, SESSION_COOKIE, sameIdentity, type OwnerIdentities } from './access.ts'
 import { withoutGatewayCookies } from '../http/gateway-cookies.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
