@@ -30,13 +30,14 @@ export async function carryOnScheduleChange(
   after: Project | undefined,
   now: number,
   actor: string,
+  id = `carry:${after?.id}:${randomUUID()}`,
 ): Promise<CreditCarried | undefined> {
   if (before === undefined || after === undefined || before.id !== after.id) return undefined
   const from = scheduleBounds(before.credits, now).key
   const to = scheduleBounds(after.credits, now).key
   if (from === to) return undefined
   return store.carryCredits({
-    id: `carry:${after.id}:${randomUUID()}`,
+    id,
     projectId: after.id,
     from,
     fromAllocation: before.credits.allocation,
@@ -51,4 +52,34 @@ export async function carryOnScheduleChange(
 export function carryView(carried: CreditCarried | undefined): Record<string, unknown> {
   if (carried === undefined) return {}
   return { carried: { from: carried.from.period, to: carried.to.period, amount: carried.amount } }
+}
+
+/**
+ * The carries a config reload owes: for every project whose current period gets another key under
+ * the new gateway.yaml, its unspent grants move, as an admin change would move them. The carry id
+ * names the config (its hash) and both periods, so instances that reload the same file carry once.
+ *
+ * @example
+ * ```ts
+ * await carryOnReload(store, previous.projects.all(), next.projects, config.hash, Date.now())
+ * ```
+ */
+export async function carryOnReload(
+  store: Pick<Store, 'carryCredits'>,
+  before: readonly Project[],
+  after: { byId(id: string): Project | undefined },
+  configHash: string,
+  now: number,
+): Promise<CreditCarried[]> {
+  const carried: CreditCarried[] = []
+  for (const old of before) {
+    const next = after.byId(old.id)
+    if (next === undefined) continue
+    const from = scheduleBounds(old.credits, now).key
+    const to = scheduleBounds(next.credits, now).key
+    if (from === to) continue
+    const done = await carryOnScheduleChange(store, old, next, now, 'config-reload', `carry:${old.id}:config:${configHash.slice(0, 16)}:${from}>${to}`)
+    if (done) carried.push(done)
+  }
+  return carried
 }

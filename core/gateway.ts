@@ -23,6 +23,8 @@ import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
 import { answerParserRefusal } from './http/parser-refusal.ts'
 import { proxyTrust } from './http/client-address.ts'
+import { carryOnReload } from './credit-carry.ts'
+import { runInBackground } from './resilience.ts'
 import { CoreMetrics, RouteMetrics, type ProjectCredits } from './metrics.ts'
 import { currentSchedulePeriod } from './store/periods.ts'
 import { createLogger, flushLogger } from './log.ts'
@@ -318,12 +320,19 @@ export class Gateway {
         return this.#reloadFailed(built.issues.map(formatIssue), reason)
       }
       const previous = this.#table
+      const projectsBefore = previous.projects.all()
       // Swap: the map object is shared with in-flight requests' deps, so mutate it in place.
       this.#upstreams.clear()
       for (const [name, handle] of current) this.#upstreams.set(name, handle)
       this.#table = built.table
       // Settings read while the new table was being built.
       this.settingsSync.apply(built.table.projects, built.table.seedProjects)
+      // A schedule changed in the file never drops grants (core/credit-carry.ts); a store outage
+      // is counted and logged, never a failed reload.
+      void runInBackground('reload-carry', async () => {
+        const carried = await carryOnReload(this.store, projectsBefore, built.table!.projects, loaded.config!.hash, Date.now())
+        for (const carry of carried) this.log.info({ from: carry.from.period, to: carry.to.period, amount: carry.amount }, 'unspent grants carried into the new period')
+      }, this.log)
       previous.retired = true
       if (previous.inFlight === 0) void closeTable(previous)
       setTimeout(() => retired.forEach((handle) => void handle.pool.close()), previous.config.server.drainTimeoutMs).unref()

@@ -118,3 +118,38 @@ for (const engine of engines) {
     t.equal(sum(current.entries), 577)
   })
 }
+
+for (const engine of engines) {
+  t.test(`${engine.name}: a schedule changed in gateway.yaml (a reload) carries the credits paid for too`, async (t) => {
+    const store = await engine.store(t)
+    if (store === undefined) return
+    const up = await startTestUpstream()
+    const text = config(up.url, store)
+    const gw = await startGatewayProcess(text, { dir: tempDir('tollgate-refill-reload-'), startTimeoutMs: 90_000 })
+    t.teardown(async () => {
+      await gw.stop()
+      await up.close()
+    })
+    const admin = (method: string, path: string, body?: unknown) => send(gw.adminUrl, method, path, body)
+    const now = Date.now()
+    const month = scheduleBounds({ period: 'month' }, now).key
+    const day31 = scheduleBounds({ period: 'month', refill: { interval: 'month', day: 31 } }, now).key
+
+    t.equal((await admin('POST', '/admin/projects/acme/credits/top-up', { amount: 300, idempotencyKey: 'paid-reload' })).status, 201)
+    for (let i = 0; i < 7; i++) t.equal((await request(`${gw.url}/zk/${KEY}/prove`).then(async (r) => (await r.body.text(), r.statusCode))), 200)
+
+    gw.writeConfig(text.replace('credits: { allocation: 100, period: month }', 'credits: { allocation: 100, period: month, refill: { interval: month, day: 31 } }'))
+    t.equal((await admin('POST', '/admin/reload')).status, 200)
+    let moved: any
+    for (let i = 0; i < 100; i++) {
+      moved = (await admin('GET', '/admin/projects/acme/credits')).json
+      if (moved.period === day31 && moved.balance.granted === 300) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    t.equal(moved.period, day31, 'the reload put the project in the new period')
+    t.same(moved.balance, { allocation: 100, granted: 300, used: 0, remaining: 400 }, 'the 300 credits paid for moved with it')
+    const oldLedger = (await admin('GET', `/admin/projects/acme/credits/ledger?period=${month}`)).json
+    t.same(oldLedger.balance, { allocation: 100, granted: 0, used: 7, remaining: 93 }, 'the charges stay where they were made')
+    t.ok(oldLedger.entries.some((e: any) => e.kind === 'carry' && e.to === day31 && e.amount === -300 && e.actor === 'config-reload'), 'the old ledger names the reload as the carry')
+  })
+}
