@@ -167,7 +167,7 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: options.connections, headersTimeout: 120_000, bodyTimeout: 120_000 })
   try {
     const started = Date.now()
-    await waitForHttp(`http://127.0.0.1:${port}/bench`, proc, 200, 600_000)
+    await waitForHttp(`http://127.0.0.1:${port}/bench`, proc, 200, 3_600_000)
     console.error(`[instructions] ${label}: gateway answers under callgrind after ${((Date.now() - started) / 1000).toFixed(0)} s`)
     let dumps = 0
     for (const chain of options.chains) {
