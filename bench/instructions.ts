@@ -112,7 +112,20 @@ function callgrindControl(pid: number, ...flags: string[]): void {
   execFileSync('callgrind_control', [...flags, String(pid)], { stdio: 'ignore', timeout: 300_000 })
 }
 
-async function sendRequests(pool: Pool, path: string, count: number, connections: number): Promise<void> {
+/**
+ * Sends `count` GETs over a pool of its own: the gateway closes connections left idle past its
+ * keep-alive timeout (between phases, while callgrind writes a dump), so none is carried over.
+ */
+async function sendRequests(origin: string, path: string, count: number, connections: number): Promise<void> {
+  const pool = new Pool(origin, { connections, headersTimeout: 300_000, bodyTimeout: 300_000 })
+  try {
+    await sendOn(pool, path, count, connections)
+  } finally {
+    await pool.close()
+  }
+}
+
+async function sendOn(pool: Pool, path: string, count: number, connections: number): Promise<void> {
   let next = 0
   const failures: string[] = []
   const worker = async () => {
@@ -175,34 +188,36 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
     config,
   ])
   const runs: InstructionRun[] = []
-  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: options.connections, headersTimeout: 120_000, bodyTimeout: 120_000 })
+  const origin = `http://127.0.0.1:${port}`
+  const dumps: { chain: 'empty' | 'typical'; dump: string }[] = []
   try {
     const started = Date.now()
-    await waitForHttp(`http://127.0.0.1:${port}/bench`, proc, 200, 3_600_000)
+    await waitForHttp(`${origin}/bench`, proc, 200, 3_600_000)
     console.error(`[instructions] ${label}: gateway answers under callgrind after ${((Date.now() - started) / 1000).toFixed(0)} s`)
-    let dumps = 0
     for (const chain of options.chains) {
       const path = chain === 'empty' ? '/bench' : `/bench/${BENCH_KEY}`
-      await sendRequests(pool, path, options.warmup, options.connections)
+      await sendRequests(origin, path, options.warmup, options.connections)
       // Nothing was counted while instrumentation was off: the dump below holds the counted requests only.
       callgrindControl(proc.pid, '-i', 'on')
       const counting = Date.now()
-      await sendRequests(pool, path, options.requests, options.connections)
+      await sendRequests(origin, path, options.requests, options.connections)
       callgrindControl(proc.pid, '-d')
       callgrindControl(proc.pid, '-i', 'off')
       console.error(`[instructions] ${label}, ${chain} chain: ${options.requests} requests counted in ${((Date.now() - counting) / 1000).toFixed(0)} s`)
-      dumps++
-      const dump = `${outBase}.${proc.pid}.${dumps}`
+      const dump = `${outBase}.${proc.pid}.${dumps.length + 1}`
       if (!existsSync(dump)) throw new Error(`callgrind wrote no ${dump}`)
-      const perfMap = options.attribute ? `/tmp/perf-${proc.pid}.map` : undefined
-      const { total, byName } = namedCosts(dump, perfMap)
-      const compiler = byName.get(COMPILER_KEY) ?? 0
-      runs.push({ label, chain, requests: options.requests, instructions: total, perRequest: total / options.requests, withoutCompiler: (total - compiler) / options.requests, dump, perfMap })
-      console.error(`[instructions] ${label}, ${chain} chain: ${(total / options.requests).toFixed(0)} instructions/request, ${((total - compiler) / options.requests).toFixed(0)} without the optimizing compiler`)
+      dumps.push({ chain, dump })
     }
   } finally {
-    await pool.close()
     await stopProcess(proc, 60_000)
+  }
+  // Read once the gateway is stopped: callgrind_annotate takes a while on a dump with JIT code.
+  const perfMap = options.attribute ? `/tmp/perf-${proc.pid}.map` : undefined
+  for (const { chain, dump } of dumps) {
+    const { total, byName } = namedCosts(dump, perfMap)
+    const compiler = byName.get(COMPILER_KEY) ?? 0
+    runs.push({ label, chain, requests: options.requests, instructions: total, perRequest: total / options.requests, withoutCompiler: (total - compiler) / options.requests, dump, perfMap })
+    console.error(`[instructions] ${label}, ${chain} chain: ${(total / options.requests).toFixed(0)} instructions/request, ${((total - compiler) / options.requests).toFixed(0)} without the optimizing compiler`)
   }
   return runs
 }
