@@ -5,7 +5,7 @@
  * `valgrind --tool=callgrind`; the upstream and the client (undici, in this process) do not.
  *
  *   node --import tsx bench/instructions.ts [--revision REV] [--chain typical|empty|both]
- *        [--warmup 500] [--requests 1000] [--connections 50] [--attribute] [--top 30]
+ *        [--warmup 500] [--requests 1000] [--connections 10] [--attribute] [--top 30]
  *
  * The gateway starts with instrumentation off (`--instr-atstart=no`: start-up and warm-up run several
  * times faster). Per chain: `--warmup` requests (JIT, caches), then instrumentation on
@@ -164,13 +164,24 @@ export interface RunOptions {
   attribute: boolean
 }
 
+/**
+ * The bench's config with client and upstream deadlines of an hour: under callgrind on a busy
+ * machine a request can wait for minutes, and the default 10 s header deadline would cut it.
+ */
+function patientConfig(yaml: string): string {
+  const hour = 3_600_000
+  return yaml
+    .replace(/^(server:\n {2}listen: .*\n)/m, `$1  limits: { headersTimeoutMs: ${hour}, requestTimeoutMs: ${hour}, keepAliveTimeoutMs: ${hour} }\n`)
+    .replace(/connections: 64 \}/, `connections: 64, timeouts: { headersMs: ${hour}, bodyMs: ${hour} } }`)
+}
+
 /** One gateway under callgrind serving both routes; each chain measured in turn (warm-up, zero, requests, dump). */
 export async function measureGateway(options: RunOptions): Promise<InstructionRun[]> {
   const { label, root, dir, upstreamUrl } = options
   const work = mkdtempSync(join(dir, 'gateway-'))
   const [port, adminPort] = [await freePort(), await freePort()]
   const config = join(work, 'gateway.yaml')
-  writeFileSync(config, tollgateConfig({ port, adminPort, upstreamUrl, empty: true, typical: true }))
+  writeFileSync(config, patientConfig(tollgateConfig({ port, adminPort, upstreamUrl, empty: true, typical: true })))
   const nodeFlags = options.attribute ? ['--perf-basic-prof', '--interpreted-frames-native-stack'] : []
   const outBase = join(work, 'callgrind.out')
   const proc: Managed = startPinned(`gateway ${label}`, PROXY_CORE, 'valgrind', [
@@ -259,7 +270,7 @@ async function main(): Promise<void> {
       chain: { type: 'string', default: 'both' },
       warmup: { type: 'string', default: '500' },
       requests: { type: 'string', default: '1000' },
-      connections: { type: 'string', default: '50' },
+      connections: { type: 'string', default: '10' },
       attribute: { type: 'boolean', default: false },
       top: { type: 'string', default: '30' },
       keep: { type: 'boolean', default: false },
