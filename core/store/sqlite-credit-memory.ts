@@ -41,11 +41,8 @@ export interface HeldReservation {
  */
 export class TurnSums {
   readonly deltas = new Map<PeriodBalance, number>()
-  /**
-   * The same deltas per charge line: API type, then start of the hour of the reservation. Nested maps
-   * rather than a composed string key: a commit on the request path builds no string.
-   */
-  readonly lines = new Map<PeriodBalance, Map<string, Map<number, number>>>()
+  /** The same deltas per charge line: API type and hour of the reservation (`apiType \n hourMs`). */
+  readonly lines = new Map<PeriodBalance, Map<string, number>>()
   /** Reservations committed in this turn: they fall back to pending if the write fails. */
   readonly commits: HeldReservation[] = []
   written!: Promise<void>
@@ -53,18 +50,13 @@ export class TurnSums {
   add(held: HeldReservation, delta: number): void {
     const balance = held.balance
     this.deltas.set(balance, (this.deltas.get(balance) ?? 0) + delta)
-    let byType = this.lines.get(balance)
-    if (byType === undefined) {
-      byType = new Map()
-      this.lines.set(balance, byType)
+    let lines = this.lines.get(balance)
+    if (lines === undefined) {
+      lines = new Map()
+      this.lines.set(balance, lines)
     }
-    let byHour = byType.get(held.apiType)
-    if (byHour === undefined) {
-      byHour = new Map()
-      byType.set(held.apiType, byHour)
-    }
-    const hour = hourOf(held.createdAt)
-    byHour.set(hour, (byHour.get(hour) ?? 0) + delta)
+    const line = `${held.apiType}\n${hourOf(held.createdAt)}`
+    lines.set(line, (lines.get(line) ?? 0) + delta)
   }
 }
 

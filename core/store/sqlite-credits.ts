@@ -259,9 +259,11 @@ export class SqliteCreditLedger {
       // Runs in the batch (maybe twice, after a rollback): from now on charges go to the next turn.
       if (this.turn === turn) this.turn = undefined
       for (const [balance, delta] of turn.deltas) if (delta !== 0) this.disk.addUsed(balance.projectId, balance.period, delta)
-      for (const [balance, byType] of turn.lines) {
-        for (const [apiType, byHour] of byType) {
-          for (const [hourMs, delta] of byHour) if (delta !== 0) this.disk.addCharge(balance.projectId, balance.period, apiType, hourMs, delta)
+      for (const [balance, lines] of turn.lines) {
+        for (const [line, delta] of lines) {
+          if (delta === 0) continue
+          const cut = line.lastIndexOf('\n')
+          this.disk.addCharge(balance.projectId, balance.period, line.slice(0, cut), Number(line.slice(cut + 1)), delta)
         }
       }
     }).then(undefined, (error: unknown) => {
