@@ -76,7 +76,6 @@ function digest64(clear: string): string {
   return oneShotHash('sha256', clear, 'base64')
 }
 
-
 /**
  * The projects in force: gateway.yaml's seed merged with the settings changed at run time
  * (core/project-settings.ts). Each route table has one; a settings change swaps its contents in
