@@ -38,6 +38,11 @@ export const ROUTES_AT_PATH = Symbol('routes-at-path')
 
 const newNode = <T>(): TrieNode<T> => ({ statics: new Map(), byMethod: new Map() })
 
+/** Whether a node's routes can take the request: any method, or `method` when one is asked for. */
+function fits<T>(byMethod: Map<string, T>, method: string | undefined): boolean {
+  return method === undefined ? byMethod.size > 0 : byMethod.has(method)
+}
+
 /** Splits and decodes a request path; throws 400 for traversal, encoded slashes, NUL or bad escapes. */
 export function normalisePath(rawPath: string): string[] {
   if (rawPath.charCodeAt(0) !== 47) throw errors.badPath('path must start with /')
@@ -148,10 +153,9 @@ export class Router<T> {
 
   /** The most specific route table for the path; with `method`, the most specific one that has it. */
   #walk(node: TrieNode<T>, segments: readonly string[], i: number, params: Record<string, string>, method?: string): Map<string, T> | undefined {
-    const fits = (byMethod: Map<string, T>) => (method === undefined ? byMethod.size > 0 : byMethod.has(method))
     if (i === segments.length) {
-      if (fits(node.byMethod)) return node.byMethod
-      if (node.rest && fits(node.rest.byMethod)) {
+      if (fits(node.byMethod, method)) return node.byMethod
+      if (node.rest && fits(node.rest.byMethod, method)) {
         params[node.rest.name] = ''
         return node.rest.byMethod
       }
@@ -170,7 +174,7 @@ export class Router<T> {
         return found
       }
     }
-    if (node.rest && fits(node.rest.byMethod)) {
+    if (node.rest && fits(node.rest.byMethod, method)) {
       params[node.rest.name] = segments.slice(i).join('/')
       return node.rest.byMethod
     }

@@ -36,8 +36,12 @@ export function answerStarted(req: IncomingMessage): void {
 export function answerClosed(socket: Socket, req: IncomingMessage): void {
   const tracked = socket as Tracked
   const pending = tracked[PENDING]
-  const i = pending === undefined ? -1 : pending.indexOf(req)
-  if (i !== -1) pending!.splice(i, 1)
+  // Almost always the connection's only request, or its last: a pop, not a splice.
+  if (pending !== undefined && pending[pending.length - 1] === req) pending.pop()
+  else {
+    const i = pending === undefined ? -1 : pending.indexOf(req)
+    if (i !== -1) pending!.splice(i, 1)
+  }
   if (tracked[IDLE] && !waitsFor(tracked)) {
     const idle = tracked[IDLE]
     tracked[IDLE] = undefined

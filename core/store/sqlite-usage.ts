@@ -59,32 +59,63 @@ export interface PendingRouteUsage extends PendingUsage {
  * Adds an event to the per-route sums of `pending` (shared with the PostgreSQL engine). Events
  * without a route or status are not per-route usage and are left out.
  */
-export function addRouteUsage(pending: Map<string, PendingRouteUsage>, event: UsageEvent, bucketMs: number): void {
-  if (event.route === undefined || event.status === undefined) return
-  const latency = event.latencyMs !== undefined && Number.isFinite(event.latencyMs) && event.latencyMs >= 0 ? event.latencyMs : 0
+export function addRouteUsage(pending: Map<string, PendingRouteUsage>, event: UsageEvent, bucketMs: number): PendingRouteUsage | undefined {
+  if (event.route === undefined || event.status === undefined) return undefined
   const statusClass = statusClassOf(event.status)
   const key = `${event.projectId}\u0000${event.apiType}\u0000${bucketMs}\u0000${event.route}\u0000${statusClass}`
   const sum = pending.get(key)
-  if (sum === undefined) {
-    pending.set(key, {
-      projectId: event.projectId,
-      apiType: event.apiType,
-      bucketMs,
-      route: event.route,
-      statusClass,
-      requests: event.requests,
-      credits: event.credits,
-      errors: event.errors,
-      latencyMsSum: latency * event.requests,
-      latencyMsMax: latency,
-    })
-  } else {
-    sum.requests += event.requests
-    sum.credits += event.credits
-    sum.errors += event.errors
-    sum.latencyMsSum += latency * event.requests
-    if (latency > sum.latencyMsMax) sum.latencyMsMax = latency
+  if (sum !== undefined) {
+    addToRouteSum(sum, event)
+    return sum
   }
+  const latency = latencyOf(event)
+  const fresh: PendingRouteUsage = {
+    projectId: event.projectId,
+    apiType: event.apiType,
+    bucketMs,
+    route: event.route,
+    statusClass,
+    requests: event.requests,
+    credits: event.credits,
+    errors: event.errors,
+    latencyMsSum: latency * event.requests,
+    latencyMsMax: latency,
+  }
+  pending.set(key, fresh)
+  return fresh
+}
+
+function addToSum(sum: PendingUsage, event: UsageEvent): void {
+  sum.requests += event.requests
+  sum.credits += event.credits
+  sum.errors += event.errors
+}
+
+function latencyOf(event: UsageEvent): number {
+  return event.latencyMs !== undefined && Number.isFinite(event.latencyMs) && event.latencyMs >= 0 ? event.latencyMs : 0
+}
+
+function addToRouteSum(sum: PendingRouteUsage, event: UsageEvent): void {
+  const latency = latencyOf(event)
+  sum.requests += event.requests
+  sum.credits += event.credits
+  sum.errors += event.errors
+  sum.latencyMsSum += latency * event.requests
+  if (latency > sum.latencyMsMax) sum.latencyMsMax = latency
+}
+
+/**
+ * The sums the previous event went to, and what it was: almost every event of a busy gateway lands
+ * in the same rows as the one before, and then no key string is built (two per event otherwise).
+ */
+interface LastRows {
+  projectId: string
+  apiType: string
+  bucketMs: number
+  route: string | undefined
+  statusClass: string | undefined
+  sum: PendingUsage
+  routeSum: PendingRouteUsage | undefined
 }
 
 /** Raw per-route rows as both engines select them. */
@@ -118,6 +149,8 @@ export function routeRowOf(row: RouteRowRaw): UsageDetailRow {
 export class SqliteUsageLog {
   private pending = new Map<string, PendingUsage>()
   private pendingRoutes = new Map<string, PendingRouteUsage>()
+  /** Where the previous event went (cleared when the sums are written). */
+  private last: LastRows | undefined
   private readonly writeTx: (rows: Iterable<PendingUsage>, routeRows: Iterable<PendingRouteUsage>) => void
   private readonly queryStmts: Record<Granularity, Database.Statement>
   private readonly routeStmts: Record<Granularity, Database.Statement>
@@ -187,15 +220,35 @@ export class SqliteUsageLog {
       this.writeTx([{ ...pick(event), bucketMs }], routes.values())
       return
     }
-    addRouteUsage(this.pendingRoutes, event, bucketMs)
+    const statusClass = event.status === undefined ? undefined : statusClassOf(event.status)
+    const last = this.last
+    if (
+      last !== undefined &&
+      last.bucketMs === bucketMs &&
+      last.projectId === event.projectId &&
+      last.apiType === event.apiType &&
+      last.route === event.route &&
+      last.statusClass === (event.route === undefined ? undefined : statusClass)
+    ) {
+      addToSum(last.sum, event)
+      if (last.routeSum !== undefined) addToRouteSum(last.routeSum, event)
+      return
+    }
+    const routeSum = addRouteUsage(this.pendingRoutes, event, bucketMs)
     const key = `${event.projectId}\u0000${event.apiType}\u0000${bucketMs}`
-    const sum = this.pending.get(key)
+    let sum = this.pending.get(key)
     if (sum === undefined) {
-      this.pending.set(key, { ...pick(event), bucketMs })
-    } else {
-      sum.requests += event.requests
-      sum.credits += event.credits
-      sum.errors += event.errors
+      sum = { ...pick(event), bucketMs }
+      this.pending.set(key, sum)
+    } else addToSum(sum, event)
+    this.last = {
+      projectId: event.projectId,
+      apiType: event.apiType,
+      bucketMs,
+      route: event.route,
+      statusClass: routeSum === undefined ? undefined : statusClass,
+      sum,
+      routeSum,
     }
   }
 
@@ -205,6 +258,7 @@ export class SqliteUsageLog {
     this.writeTx(this.pending.values(), this.pendingRoutes.values())
     this.pending = new Map()
     this.pendingRoutes = new Map()
+    this.last = undefined
   }
 
   /** Per-route rows of a project (see `Store.queryUsageDetail`). */

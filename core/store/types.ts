@@ -133,8 +133,11 @@ export interface UsageEvent {
 
 /** Status class of an HTTP status: `2xx`, `4xx`, `5xx`... (anything outside 100..599 is `other`). */
 export function statusClassOf(status: number): string {
-  return status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : 'other'
+  return status >= 100 && status <= 599 ? STATUS_CLASSES[Math.floor(status / 100)] : 'other'
 }
+
+/** The class names by hundreds, made once: every request records one. */
+const STATUS_CLASSES = ['', '1xx', '2xx', '3xx', '4xx', '5xx']
 
 /** One row of the per-route usage: a bucket, API type, route and status class. */
 export interface UsageDetailRow {
