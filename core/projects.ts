@@ -3,7 +3,7 @@
  *
  * Keys and secrets are stored as `sha256:<hex>` digests. API keys are long random strings, so a
  * plain SHA-256 is the right tool (as GitHub and Stripe tokens): a lookup hashes the presented key
- * once and finds it by digest (comparing digests, never the key itself).
+ * once and finds it by digest; the final comparison is constant-time.
  */
 import { createHash, hash as oneShotHash, timingSafeEqual } from 'node:crypto'
 import type { RefillSchedule } from './store/periods.ts'
@@ -76,6 +76,14 @@ function digest64(clear: string): string {
   return oneShotHash('sha256', clear, 'base64')
 }
 
+/** Constant-time equality of two strings of the same length (digests). */
+function sameDigest(a: string, b: string): boolean {
+  if (a.length !== b.length) return false
+  let diff = 0
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i)
+  return diff === 0
+}
+
 /**
  * The projects in force: gateway.yaml's seed merged with the settings changed at run time
  * (core/project-settings.ts). Each route table has one; a settings change swaps its contents in
@@ -130,11 +138,10 @@ export class ProjectDirectory {
   /** Finds the project a clear API key belongs to. `now` is epoch ms. */
   lookupKey(clear: string, now = Date.now()): KeyLookup {
     const digest = digest64(clear)
-    // Found by the digest itself: the map's lookup is the comparison, and what it compares is the
-    // SHA-256 of the presented key, whose timing tells nothing about a stored key (a second
-    // character-by-character pass here cost ~2,000 instructions per request and could never differ).
+    // The map finds the candidate; the project's rule (secrets compared in constant time) keeps the
+    // last comparison constant-time, though it costs ~2,000 instructions a request (bench/RESULTS.md).
     const found = this.#byKeyDigest.get(digest)
-    if (!found) return { ok: false, reason: 'unknown_key' }
+    if (!found || !sameDigest(digest, found.digest)) return { ok: false, reason: 'unknown_key' }
     if (found.key.disabled) return { ok: false, reason: 'disabled_key' }
     if (found.key.expiresAt !== undefined && now >= found.key.expiresAt) return { ok: false, reason: 'expired_key' }
     return { ok: true, project: found.project, key: found.key }
