@@ -10,9 +10,7 @@
  * npx tollgate hash-key my-api-key       # the sha256:... form gateway.yaml stores
  * ```
  */
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { CONFIG_OPTION, helpText, nearest, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
 import { USAGE_SPEC } from './usage-cli.ts'
@@ -25,43 +23,11 @@ function version(): string {
 }
 
 async function check(file: string): Promise<number> {
-  const { loadConfig } = await import('./config/load.ts')
-  const { formatIssue } = await import('./config/source.ts')
-  const { openSqliteStore } = await import('./store/sqlite.ts')
-  const { reconcileUpstreams } = await import('./http/upstreams.ts')
-  const { buildTable } = await import('./table.ts')
-  const { createLogger } = await import('./log.ts')
-  const { CoreMetrics } = await import('./metrics.ts')
-  const loaded = await loadConfig(file)
-  if (!loaded.config) {
-    for (const issue of loaded.issues) console.error(formatIssue(issue))
-    return 1
-  }
-  // Dry build: plugins are instantiated against a throw-away store, nothing listens.
-  const scratch = mkdtempSync(join(tmpdir(), 'tollgate-check-'))
-  const store = openSqliteStore({ dataDir: scratch })
-  const { current } = reconcileUpstreams(new Map(), loaded.config.upstreams)
-  try {
-    const built = await buildTable(loaded.config, {
-      log: createLogger({ level: 'silent' }),
-      metrics: new CoreMetrics(),
-      store,
-      upstreams: current,
-      plugins: loaded.plugins,
-      locate: loaded.locate,
-    })
-    if (!built.table) {
-      for (const issue of built.issues) console.error(formatIssue(issue))
-      return 1
-    }
-    await Promise.allSettled(built.table.instances.map((instance) => instance.close?.()))
-    console.log(`${file}: ok (${built.table.routes.length} routes, ${loaded.plugins.size} plugins known)`)
+  const { withDryBuild } = await import('./dry-build.ts')
+  return withDryBuild(file, (table, loaded) => {
+    console.log(`${file}: ok (${table.routes.length} routes, ${loaded.plugins.size} plugins known)`)
     return 0
-  } finally {
-    await Promise.allSettled([...current.values()].map((u) => u.pool.close()))
-    await store.close()
-    rmSync(scratch, { recursive: true, force: true })
-  }
+  })
 }
 
 /** `tollgate migrate`: brings the shared engine's schema up to date; nothing to do for SQLite. */

@@ -9,17 +9,8 @@
  * tollgate routes -c gateway.yaml --json   # {routes: [...], wellKnown: [...]}
  * ```
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { loadConfig } from './config/load.ts'
-import { formatIssue } from './config/source.ts'
-import { buildTable } from './table.ts'
-import { CoreMetrics } from './metrics.ts'
-import { reconcileUpstreams } from './http/upstreams.ts'
-import { createLogger } from './log.ts'
-import { openSqliteStore } from './store/sqlite.ts'
+import { withDryBuild } from './dry-build.ts'
 import { routeCatalog, type CatalogEntry } from './route-catalog.ts'
 
 export const ROUTES_HELP = `Usage: tollgate routes [-c FILE] [--json]
@@ -70,38 +61,12 @@ export async function routesCommand(args: string[]): Promise<number> {
 
 /** Prints the route table of `file`, as text or JSON; 1 when the config does not build. */
 export async function printRoutes(file: string, json: boolean): Promise<number> {
-  const loaded = await loadConfig(file)
-  if (!loaded.config) {
-    for (const issue of loaded.issues) console.error(formatIssue(issue))
-    return 1
-  }
-  // Dry build, as `tollgate check`: plugins are instantiated against a throw-away store.
-  const scratch = mkdtempSync(join(tmpdir(), 'tollgate-routes-'))
-  const store = openSqliteStore({ dataDir: scratch })
-  const { current } = reconcileUpstreams(new Map(), loaded.config.upstreams)
-  try {
-    const built = await buildTable(loaded.config, {
-      log: createLogger({ level: 'silent' }),
-      metrics: new CoreMetrics(),
-      store,
-      upstreams: current,
-      plugins: loaded.plugins,
-      locate: loaded.locate,
-    })
-    if (!built.table) {
-      for (const issue of built.issues) console.error(formatIssue(issue))
-      return 1
-    }
-    await Promise.allSettled(built.table.instances.map((instance) => instance.close?.()))
-    const routes = routeCatalog(built.table.routes)
+  return withDryBuild(file, (table, loaded) => {
+    const routes = routeCatalog(table.routes)
     const wellKnown = [...loaded.plugins.values()]
       .filter((plugin) => plugin.wellKnown && routes.some((route) => plugin.name in route.descriptions))
       .map((plugin) => `/.well-known/${plugin.wellKnown!.name}`)
     console.log(json ? JSON.stringify({ routes, wellKnown }, null, 2) : formatCatalog(routes, wellKnown))
     return 0
-  } finally {
-    await Promise.allSettled([...current.values()].map((u) => u.pool.close()))
-    await store.close()
-    rmSync(scratch, { recursive: true, force: true })
-  }
+  })
 }
