@@ -152,7 +152,7 @@ t.test('discovery manifest, tollgate routes and cost headers', async (t) => {
   await t.test('tollgate routes refuses bad input', async (t) => {
     const unknown = await cli(['-c', gw.configFile, '--jsn'])
     t.equal(unknown.code, 2)
-    t.match(unknown.stderr, /Unknown option '--jsn'/)
+    t.match(unknown.stderr, /unknown option --jsn \(did you mean --json\?\)/)
     t.equal(unknown.stdout, '')
     const positional = await cli(['extra'])
     t.equal(positional.code, 2)
