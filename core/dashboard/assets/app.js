@@ -587,7 +587,10 @@ const actions = {
     location.assign('/dashboard/sign-in')
   },
   'close-dialog'(button) {
-    button.closest('dialog')?.close()
+    const dialog = button.closest('dialog')
+    // A one-time key leaves the page as the dialog closes, not a task later (the close event is queued).
+    for (const slot of dialog?.querySelectorAll('[data-slot="key"], [data-slot="copied"]') ?? []) slot.textContent = ''
+    dialog?.close()
   },
   'rotate-key'(button) {
     const label = button.dataset.label
