@@ -43,7 +43,8 @@ export async function resolve(specifier, context, nextResolve) {
   if (entry) return nextResolve(entry, context)
   const resolved = await nextResolve(specifier, context)
   const { url, format } = resolved
-  if (format !== 'commonjs' || !url.startsWith('file:') || url.includes('/node_modules/') || !/\.(js|ts|jsx|tsx)$/.test(url)) return resolved
+  // Node 24 strips types itself and names a .ts file's format 'commonjs-typescript'.
+  if ((format !== 'commonjs' && format !== 'commonjs-typescript') || !url.startsWith('file:') || url.includes('/node_modules/') || !/\.(js|ts|jsx|tsx)$/.test(url)) return resolved
   const path = fileURLToPath(url)
   if (declaredType(dirname(path))) return resolved
   let source
@@ -52,5 +53,5 @@ export async function resolve(specifier, context, nextResolve) {
   } catch {
     return resolved
   }
-  return ESM_SYNTAX.test(source) ? { ...resolved, format: 'module' } : resolved
+  return ESM_SYNTAX.test(source) ? { ...resolved, format: format === 'commonjs-typescript' ? 'module-typescript' : 'module' } : resolved
 }
