@@ -120,6 +120,11 @@ export interface MirrorStandIn {
   readonly requests: RecordedRequest[]
   /** Delay before each answer, ms; may be changed while running. */
   latencyMs: number
+  /**
+   * `cache-control` of successful answers, for tests of caches that follow it: undefined (default)
+   * sends the node's per-route value, a string replaces it, null sends none. May be changed while running.
+   */
+  cacheControl?: string | null
   /** Forgets the recorded requests. */
   reset(): void
   close(): Promise<void>
@@ -184,7 +189,7 @@ export async function startMirror(options: MirrorStandInOptions = {}): Promise<M
   const ledger = buildLedger(network)
   const requests: RecordedRequest[] = []
   let server: Server
-  const standIn = {
+  const standIn: MirrorStandIn & { url: string; port: number } = {
     url: '',
     port: 0,
     network,
@@ -206,6 +211,10 @@ export async function startMirror(options: MirrorStandInOptions = {}): Promise<M
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     const send = () => {
       const { status, body, headers } = answer(ledger, method, rawUrl, Buffer.concat(chunks))
+      if (status === 200 && standIn.cacheControl !== undefined) {
+        if (standIn.cacheControl === null) delete headers['cache-control']
+        else headers['cache-control'] = standIn.cacheControl
+      }
       const text = JSON.stringify(body)
       res.writeHead(status, { ...headers, 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) })
       res.end(method === 'HEAD' ? undefined : text)

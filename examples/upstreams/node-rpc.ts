@@ -40,6 +40,8 @@ export interface NodeRpcOptions extends StandInOptions {
   ledgerVersion?: string
   /** Largest accepted request body; default 15 MiB like the node's `--rpc-max-request-size`. */
   maxRequestBytes?: number
+  /** Delay before each JSON-RPC answer, ms (default 0): lets tests hold calls in flight. */
+  latencyMs?: number
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8'
@@ -221,7 +223,7 @@ export async function startNodeRpc(options: NodeRpcOptions = {}): Promise<StandI
     return { status: 200, body: entries.length === 0 ? '' : `[${entries.join(',')}]` }
   }
 
-  return startStandIn(options, (req, body, res) => {
+  return startStandIn(options, async (req, body, res) => {
     const path = new URL(req.url ?? '/', 'http://stand-in').pathname
     if (path === '/health' || path === '/health/readiness') {
       if (req.method !== 'GET') return send(res, 405, 'Used HTTP Method is not allowed. POST is required\n', TEXT)
@@ -238,6 +240,7 @@ export async function startNodeRpc(options: NodeRpcOptions = {}): Promise<StandI
       return send(res, 413, answer(null, { error }), JSON_TYPE)
     }
     const { status, body: out } = handleBody(body.toString('utf8'))
+    if (options.latencyMs) await new Promise((resolve) => setTimeout(resolve, options.latencyMs))
     send(res, status, out, JSON_TYPE)
   })
 }

@@ -22,7 +22,8 @@ import type { ChainInfoConfig } from './chain-info.ts'
 import { dispatch, type MethodTable } from './dispatch.ts'
 import { jsonRpcErrorFormat } from './error-format.ts'
 import { readQueryCall } from './get-form.ts'
-import { createSender } from './upstream-call.ts'
+import { createSender, type CoalesceOptions, type Exchange } from './upstream-call.ts'
+import { coalescedCounter, InFlight } from '../_shared/coalesce.ts'
 
 export interface JsonRpcConfig {
   upstream: string
@@ -33,7 +34,12 @@ export interface JsonRpcConfig {
   allow: string[]
   aliases: Record<string, string>
   chainInfo?: ChainInfoConfig
+  readOnly: string[]
+  coalesce: boolean
 }
+
+/** Exchanges in flight, shared by every jsonrpc route (keys hold the upstream, its URL and path). */
+const IN_FLIGHT = new InFlight<Exchange>()
 
 const methodName = { type: 'string', pattern: '^[A-Za-z0-9_.:-]+$' }
 
@@ -80,6 +86,21 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
         default: {},
         description: 'Client-facing method name → node method name (e.g. privnet_ledgerVersion: midnight_ledgerVersion).',
       },
+      readOnly: {
+        type: 'array',
+        uniqueItems: true,
+        items: methodName,
+        default: [],
+        description:
+          'Node methods (as sent to the node, after aliases) that only read. Identical in-flight requests made only of these share one node request (coalesce). ' +
+          'A method left out is treated as a write: never coalesced.',
+      },
+      coalesce: {
+        type: 'boolean',
+        default: true,
+        description:
+          'Identical requests in flight at the same time whose calls are all readOnly methods make one node request; each client gets the answer with its own ids and is charged as usual.',
+      },
       chainInfo: {
         type: 'object',
         additionalProperties: false,
@@ -97,6 +118,10 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
   create(config, init) {
     if (!init.upstreamNames.includes(config.upstream)) throw new Error(`unknown upstream "${config.upstream}"`)
     const table: MethodTable = { allow: new Set(config.allow), aliases: config.aliases, chainInfo: config.chainInfo }
+    const coalesced = coalescedCounter(init.metrics).labels(init.routeName)
+    const coalesce: CoalesceOptions | undefined = config.coalesce && config.readOnly.length > 0
+      ? { inFlight: IN_FLIGHT, readOnly: new Set(config.readOnly), joined: () => coalesced.inc() }
+      : undefined
     return {
       async handle(ctx) {
         const parsed: Parsed = config.form === 'get' ? { batch: false, entries: [readQueryCall(ctx.query)] } : readPost(ctx, config.maxBatch)
@@ -104,7 +129,7 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
         const { batch, entries } = parsed
         ctx.logFields.rpcCalls = entries.length
         if (!batch && 'call' in entries[0]) ctx.logFields.rpcMethod = entries[0].call.method
-        const send = createSender(ctx, { upstream: init.upstream(config.upstream), path: config.path, maxResponseBytes: config.maxResponseBytes })
+        const send = createSender(ctx, { upstream: init.upstream(config.upstream), path: config.path, maxResponseBytes: config.maxResponseBytes, coalesce })
         const answers = (await dispatch(entries, table, send)).filter((entry) => entry !== null)
         if (answers.length === 0) return noContent(ctx)
         ctx.respond(200, batch ? answers : answers[0])

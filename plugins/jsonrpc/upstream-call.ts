@@ -10,6 +10,7 @@ import { upstreamFailure } from '../../core/http/forward.ts'
 import { errors, GatewayError } from '../../core/errors.ts'
 import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
 import { isObject, type RpcErrorObject, type RpcParams } from './calls.ts'
+import type { InFlight } from '../_shared/coalesce.ts'
 
 export interface OutgoingCall {
   method: string
@@ -28,6 +29,23 @@ export interface SenderOptions {
   upstream: UpstreamHandle
   path: string
   maxResponseBytes: number
+  /** Coalescing of identical read-only exchanges (see coalesce.ts); absent: every call goes upstream. */
+  coalesce?: CoalesceOptions
+}
+
+/** One HTTP exchange with the node: its status and the whole body. */
+export interface Exchange {
+  status: number
+  raw: Buffer
+}
+
+export interface CoalesceOptions {
+  /** The exchanges in flight, shared by every request of the route (and its reloads). */
+  inFlight: InFlight<Exchange>
+  /** Node methods (as sent, after aliases) that only read; a request with any other is never coalesced. */
+  readOnly: ReadonlySet<string>
+  /** Called when this request was answered from another request's exchange. */
+  joined(): void
 }
 
 function badAnswer(name: string, why: string): GatewayError {
@@ -74,6 +92,26 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
   headers['content-type'] = 'application/json'
   headers.accept = 'application/json'
 
+  const exchange = async (body: string, signal: AbortSignal): Promise<Exchange> => {
+    try {
+      const response = await upstream.pool.request({ path: upstream.basePath + options.path, method: 'POST', headers, body, signal })
+      return { status: response.statusCode, raw: await readCapped(response.body, options.maxResponseBytes, upstream.name) }
+    } catch (error) {
+      throw upstreamFailure(error, upstream.name)
+    }
+  }
+  const { coalesce } = options
+  // The wire body holds the gateway's own ids (0, 1, ...), never the client's: two clients' calls
+  // with the same methods and params are the same bytes, and each client's ids are put back by
+  // dispatch from its own entries.
+  const shared = (calls: readonly OutgoingCall[], body: string): Promise<Exchange> => {
+    if (!coalesce || !calls.every((call) => coalesce.readOnly.has(call.method))) return exchange(body, ctx.signal)
+    const { result, joined } = coalesce.inFlight.run(`${upstream.name}\n${upstream.config.url}\n${options.path}\n${body}`, ctx.signal, (signal) => exchange(body, signal))
+    if (joined) coalesce.joined()
+    // A client that went away stops waiting with its signal's reason: the same error as an aborted call of its own.
+    return result.catch((error: unknown) => Promise.reject(upstreamFailure(error, upstream.name)))
+  }
+
   return async (calls) => {
     const wire = calls.map((call, index) => {
       const message: Record<string, unknown> = { jsonrpc: '2.0', method: call.method }
@@ -88,17 +126,7 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
     let raw: Buffer
     const started = performance.now()
     try {
-      const response = await upstream.pool.request({
-        path: upstream.basePath + options.path,
-        method: 'POST',
-        headers,
-        body,
-        signal: ctx.signal,
-      })
-      status = response.statusCode
-      raw = await readCapped(response.body, options.maxResponseBytes, upstream.name)
-    } catch (error) {
-      throw upstreamFailure(error, upstream.name)
+      ;({ status, raw } = await shared(calls, body))
     } finally {
       ctx.upstreamMs = (ctx.upstreamMs ?? 0) + performance.now() - started
     }

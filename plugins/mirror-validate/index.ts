@@ -31,6 +31,7 @@ export interface MirrorValidateConfig {
   route: MirrorRouteName | 'auto' | 'contracts.call'
   maxLimit: number
   limitAboveMax: 'reject' | 'cap'
+  strictTimestamp: boolean
   cacheSeconds: Partial<Record<CacheClass, number>>
 }
 
@@ -95,7 +96,14 @@ const mirrorValidate: PluginDefinition<MirrorValidateConfig> = {
       limitAboveMax: {
         enum: ['reject', 'cap'],
         default: 'reject',
-        description: '`reject`: a `limit` above maxLimit is 400 `Invalid parameter: limit`; `cap`: it is accepted and sent upstream as maxLimit, as the real node caps.',
+        description: '`reject`: a `limit` above maxLimit is 400 `Invalid parameter: limit`; `cap`: it is accepted and sent upstream as maxLimit, as the real node caps (list routes and single-entity routes that list, e.g. /accounts/{id}).',
+      },
+      strictTimestamp: {
+        type: 'boolean',
+        default: true,
+        description:
+          "The node's `query.strictTimestampParam` (true as the node ships). true: on /accounts/{id} and /transactions, repeated gt/gte or lt/lte on `timestamp`, or eq with a range, is 400 as the node answers. " +
+          'false: accepted, as a node configured with strictTimestampParam: false does (those two handlers call parseTimestampFilters without their own strict override).',
       },
     },
   },
@@ -103,7 +111,7 @@ const mirrorValidate: PluginDefinition<MirrorValidateConfig> = {
   needs: (config) => (config.route === 'contracts.call' ? { body: 'json', contentTypes: ['application/json'] } : {}),
   create(config, init) {
     const { route } = config
-    const options: MirrorValidationOptions = { maxLimit: config.maxLimit, limitAboveMax: config.limitAboveMax }
+    const options: MirrorValidationOptions = { maxLimit: config.maxLimit, limitAboveMax: config.limitAboveMax, strictTimestamp: config.strictTimestamp }
     // The node caps at 100 itself; below that, the gateway must cap what it sends.
     const capUpstream = config.limitAboveMax === 'cap' && config.maxLimit < NODE_MAX_LIMIT
     const capQuery = (ctx: RequestContext) => {

@@ -14,6 +14,8 @@
  *
  * One deliberate difference: the spec's `limit` range is 1-100, so by default `limit` above
  * `maxLimit` is `Invalid parameter: limit`; the real node silently caps it (`limitAboveMax: 'cap'`).
+ * The timestamp rules of `/accounts/{id}` and `/transactions` follow the node's
+ * `query.strictTimestampParam` (default true); `strictTimestamp: false` follows a node with it off.
  */
 import { MIRROR_ROUTES, type MirrorRouteName } from './routes.ts'
 import { isValidEntityId, paddedEntityId, parseAccountAlias, parseEntityId } from './entity-id.ts'
@@ -45,6 +47,12 @@ export interface MirrorValidationOptions {
   maxLimit?: number
   /** `reject` (default): above `maxLimit` is invalid; `cap`: accepted, as the real node does. */
   limitAboveMax?: 'reject' | 'cap'
+  /**
+   * The node's `query.strictTimestampParam` (default true, as the node ships): on `/accounts/{id}`
+   * and `/transactions` repeated range operators and eq combined with a range are refused; false
+   * accepts them, as a node configured with `strictTimestampParam: false` does.
+   */
+  strictTimestamp?: boolean
 }
 
 const reject = (...messages: string[]): MirrorRejection => ({ status: 400, messages: messages.map((message) => ({ message })) })
@@ -76,7 +84,10 @@ function checkTopicPath(id: string): MirrorRejection | null {
   return null
 }
 
-type RouteCheck = (id: string, query: URLSearchParams, limit: ValueCheck) => MirrorRejection | null
+type RouteCheck = (id: string, query: URLSearchParams, limit: ValueCheck, strictTimestamp: boolean) => MirrorRejection | null
+
+/** The node's strict timestamp rules, when they apply (utils.js `parseTimestampFilters`). */
+const timestampRules = (strict: boolean, filters: Parameters<typeof timestampRuleError>[0]) => (strict ? timestampRuleError(filters) : null)
 
 const ROUTE_CHECKS: Record<MirrorRouteName, RouteCheck> = {
   'accounts.list': (_id, query, limit) => {
@@ -85,17 +96,17 @@ const ROUTE_CHECKS: Record<MirrorRouteName, RouteCheck> = {
     const outcome = checkInQueryOrder(params, ACCEPTED['accounts.list'], commonChecks(limit))
     return rejectAll(outcome.messages) ?? rejectAll([entityParseError(outcome.filters)])
   },
-  'accounts.get': (id, query, limit) => {
+  'accounts.get': (id, query, limit, strict) => {
     const { params, parseError } = parseMirrorQuery(query)
     if (parseError) return reject(parseError)
     const outcome = checkAsFilters(params, ACCEPTED['accounts.get'], commonChecks(limit))
-    return rejectAll(outcome.messages) ?? rejectAll([accountPathError(id) ?? timestampRuleError(outcome.filters)])
+    return rejectAll(outcome.messages) ?? rejectAll([accountPathError(id) ?? timestampRules(strict, outcome.filters)])
   },
-  'transactions.list': (_id, query, limit) => {
+  'transactions.list': (_id, query, limit, strict) => {
     const { params, parseError } = parseMirrorQuery(query)
     if (parseError) return reject(parseError)
     const outcome = checkAsFilters(params, ACCEPTED['transactions.list'], commonChecks(limit))
-    return rejectAll(outcome.messages) ?? rejectAll([entityParseError(outcome.filters) ?? timestampRuleError(outcome.filters)])
+    return rejectAll(outcome.messages) ?? rejectAll([entityParseError(outcome.filters) ?? timestampRules(strict, outcome.filters)])
   },
   'transactions.get': (id, query, limit) => {
     const { params, parseError } = parseMirrorQuery(query)
@@ -163,7 +174,7 @@ export function checkMirrorRequest(
   query: URLSearchParams,
   options: MirrorValidationOptions = {},
 ): MirrorRejection | null {
-  return ROUTE_CHECKS[route](pathIdOf(route, pathParams), query, limitCheck(options))
+  return ROUTE_CHECKS[route](pathIdOf(route, pathParams), query, limitCheck(options), options.strictTimestamp !== false)
 }
 
 // One check per limit setting (they come from config), so the checks tables built on it are reused.

@@ -50,6 +50,21 @@ export function freshSeconds(headers: Headers, maxTtlSeconds: number): number {
   return Math.max(0, Math.min(Number(declared) - age, maxTtlSeconds))
 }
 
+/**
+ * Seconds of freshness the upstream itself declares (`s-maxage`, else `max-age`, minus `Age`),
+ * uncapped; `undefined` when it declares none, so the caller may fall back to its own rule. A
+ * directive that is present but unreadable counts as 0 (RFC 9111 §4.2.1: treat it as stale).
+ * @example declaredSeconds({ 'cache-control': 'public, max-age=600', age: '10' }) // 590
+ * @example declaredSeconds({ 'cache-control': 'public' }) // undefined
+ */
+export function declaredSeconds(headers: Headers): number | undefined {
+  const control = directives(single(headers['cache-control']))
+  const declared = control.get('s-maxage') ?? control.get('max-age')
+  if (declared === undefined) return undefined
+  if (!/^\d+$/.test(declared)) return 0
+  return Math.max(0, Number(declared) - upstreamAge(headers))
+}
+
 /** The `Age` the upstream already gave the answer, in seconds. */
 export function upstreamAge(headers: Headers): number {
   const value = single(headers.age)

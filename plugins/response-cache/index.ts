@@ -28,11 +28,12 @@
  * ```
  */
 import { GatewayError } from '../../core/errors.ts'
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
+import type { PluginDefinition, RequestContext, ResponseState } from '../../core/plugin.ts'
 import { normaliseQuery } from '../mirror-validate/rules.ts'
 import { sharedCounter } from '../_shared/metrics.ts'
 import { ageOf, storedAnswer, type StoredAnswer } from './entry.ts'
-import { freshSeconds, isShareable } from './freshness.ts'
+import { declaredSeconds, freshSeconds, isShareable } from './freshness.ts'
+import { coalescedCounter } from '../_shared/coalesce.ts'
 import { acquireStore, type Flight, type FlightOutcome } from './store.ts'
 
 export interface ResponseCacheConfig {
@@ -42,6 +43,7 @@ export interface ResponseCacheConfig {
   maxTtlSeconds: number
   coalesce: boolean
   chargeHits: boolean
+  followUpstream: boolean
 }
 
 const STATE = 'response-cache'
@@ -127,6 +129,14 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
         default: true,
         description: 'Charge credits for answers served from the cache (credit-meter runs first); false refunds them.',
       },
+      followUpstream: {
+        type: 'boolean',
+        default: true,
+        description:
+          "true: an answer whose cache-control has s-maxage or max-age is kept that long (minus its Age, capped by maxTtlSeconds), even where a plugin set a class TTL; " +
+          'the class TTL applies only to answers that declare none (a class TTL of 0 still stores nothing). false: the class TTL replaces the upstream\'s max-age. ' +
+          'no-store, private and no-cache answers are never stored either way.',
+      },
     },
   },
   needs: () => ({ responseBody: true }),
@@ -137,6 +147,7 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
     const lookups = sharedCounter(init.metrics, 'tollgate_cache_lookups_total', 'response-cache lookups by route and result (hit, miss, coalesced).', ['route', 'result'])
     const evictions = sharedCounter(init.metrics, 'tollgate_cache_evictions_total', 'Entries response-cache evicted to stay within maxBytes, by cache (pool or route).', ['cache'])
     const [hits, misses, coalesced] = ['hit', 'miss', 'coalesced'].map((result) => lookups.labels(init.routeName, result))
+    const coalescedRequests = coalescedCounter(init.metrics).labels(init.routeName)
     const maxEntryBytes = Math.min(config.maxEntryBytes ?? config.maxBytes, config.maxBytes)
     const { store, release } = acquireStore(`${config.pool ? 'pool' : 'route'}\n${cacheName}\n${config.maxBytes}\n${maxEntryBytes}`, {
       maxBytes: config.maxBytes,
@@ -151,6 +162,12 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
       return `${keyPrefix}${switched}\n${ctx.upstreamPath ?? ctx.path}\n${normaliseQuery(query)}`
     }
     const ttlCapMs = config.maxTtlSeconds * 1000
+    /** How long a shareable 200 is kept: the upstream's own freshness or the class TTL (see followUpstream). */
+    const keepSeconds = (headers: ResponseState['headers'], classTtl: unknown): number => {
+      if (typeof classTtl !== 'number') return freshSeconds(headers, config.maxTtlSeconds)
+      const declared = config.followUpstream && classTtl > 0 ? declaredSeconds(headers) : undefined
+      return Math.min(declared ?? classTtl, config.maxTtlSeconds)
+    }
 
     const serve = (ctx: RequestContext, answer: StoredAnswer) => {
       ctx.responseHeaders['x-cache'] = 'HIT'
@@ -177,6 +194,7 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
           if (outcome === undefined) throw new GatewayError(499, 'client_closed', 'the client closed the connection')
           if (outcome.kind === 'answer') {
             coalesced.inc()
+            coalescedRequests.inc()
             return serve(ctx, outcome.answer)
           }
           if (outcome.kind === 'error') throw outcome.error
@@ -198,10 +216,7 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
         let answer: StoredAnswer | undefined
         if (response && !ctx.error && ctx.upstreamStatus !== undefined && isShareable(response.headers)) {
           answer = storedAnswer(response, state.key)
-          const classTtl = ctx.state.get(CACHE_TTL_STATE)
-          const seconds = response.status !== 200 ? 0
-            : typeof classTtl === 'number' ? Math.min(classTtl, config.maxTtlSeconds)
-            : freshSeconds(response.headers, config.maxTtlSeconds)
+          const seconds = response.status !== 200 ? 0 : keepSeconds(response.headers, ctx.state.get(CACHE_TTL_STATE))
           if (seconds > 0) store.entries.set(state.key, answer, { ttl: Math.min(seconds * 1000, ttlCapMs) })
         }
         state.flight?.settle(outcomeOf(ctx, answer))
