@@ -80,7 +80,7 @@ t.before(async () => {
   fast = await startMirror({ network: 'mainnet' })
   slow = await startMirror({ network: 'mainnet', latencyMs: SLOW_LATENCY_MS })
   downPort = await closedPort()
-  gw = await startGatewayProcess(config(fast, slow, downPort))
+  gw = await startGatewayProcess(config(fast, slow, downPort), { startTimeoutMs: 90_000 })
 })
 t.teardown(async () => {
   await gw?.stop()
@@ -146,6 +146,7 @@ t.test('coalescing: 100 concurrent identical misses make exactly one upstream re
   fast.reset()
   fast.latencyMs = 300
   t.teardown(() => void (fast.latencyMs = 0))
+  const coalescedBefore = await metricValue(gw.adminUrl, 'tollgate_coalesced_requests_total', { route: 'tokens-list' })
   const answers = await Promise.all(Array.from({ length: 100 }, () => get('/c/api/v1/tokens?limit=5&order=desc', KEY.herd)))
   t.equal(fast.requests.length, 1, 'one upstream request')
   t.same(new Set(answers.map((a) => a.status)), new Set([200]))
@@ -153,6 +154,7 @@ t.test('coalescing: 100 concurrent identical misses make exactly one upstream re
   t.equal(cacheOf(answers).filter((c) => c === 'MISS').length, 1, 'one MISS (the leader)')
   t.equal(cacheOf(answers).filter((c) => c === 'HIT').length, 99, 'the others are served from its answer')
   t.equal(await used('herd'), 100, 'every answer is charged')
+  t.equal(await metricValue(gw.adminUrl, 'tollgate_coalesced_requests_total', { route: 'tokens-list' }) - coalescedBefore, 99, 'coalesced requests are counted')
 })
 
 t.test('a leader whose client goes away: the waiting requests elect a new one', async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { freshSeconds, isShareable } from '../../../plugins/response-cache/freshness.ts'
+import { declaredSeconds, freshSeconds, isShareable } from '../../../plugins/response-cache/freshness.ts'
 import { ageOf, storedAnswer } from '../../../plugins/response-cache/entry.ts'
 import { acquireStore } from '../../../plugins/response-cache/store.ts'
 
@@ -14,6 +14,16 @@ t.test('freshSeconds: s-maxage over max-age, minus Age, capped; 0 means not stor
   }
   t.equal(freshSeconds({}, 60), 0, 'no cache-control')
   t.equal(freshSeconds({ 'cache-control': 'MAX-AGE=5' }, 60), 5, 'directive names are case-insensitive')
+})
+
+t.test('declaredSeconds: what the upstream declares, uncapped; undefined when it declares nothing', async (t) => {
+  t.equal(declaredSeconds({ 'cache-control': 'public, max-age=600' }), 600)
+  t.equal(declaredSeconds({ 'cache-control': 'max-age=600, s-maxage=2' }), 2, 's-maxage for a shared cache')
+  t.equal(declaredSeconds({ 'cache-control': 'max-age=10', age: '4' }), 6, 'minus Age')
+  t.equal(declaredSeconds({ 'cache-control': 'max-age=10', age: '40' }), 0)
+  t.equal(declaredSeconds({ 'cache-control': 'max-age=abc' }), 0, 'unreadable: stale')
+  t.equal(declaredSeconds({ 'cache-control': 'public' }), undefined, 'no freshness declared: the caller falls back')
+  t.equal(declaredSeconds({}), undefined)
 })
 
 t.test('isShareable: no private answers, cookies or unknown Vary', async (t) => {
