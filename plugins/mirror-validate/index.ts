@@ -77,8 +77,8 @@ const mirrorValidate: PluginDefinition<MirrorValidateConfig> = {
         additionalProperties: false,
         default: { immutable: 3600, none: 0 },
         description:
-          'With `auto`: seconds response-cache keeps an answer, per route class, instead of the upstream\'s max-age ' +
-          '(still capped by its maxTtlSeconds). A class left out keeps the upstream\'s own max-age (the node sends 1-10 s).',
+          'With `auto`: seconds response-cache keeps an answer, per route class, when the upstream declares no max-age ' +
+          '(or always, with the cache\'s followUpstream: false); still capped by its maxTtlSeconds. A class left out keeps the upstream\'s own max-age (the node sends 1-600 s).',
         properties: {
           immutable: { type: 'number', minimum: 0, description: 'Records that never change once they exist: a transaction, a block, a contract result, a topic message.' },
           current: { type: 'number', minimum: 0, description: 'The current state of one entity or of the network (an account, a token, the supply).' },

@@ -49,8 +49,9 @@ export interface ResponseCacheConfig {
 const STATE = 'response-cache'
 /**
  * ctx.state key a plugin ahead of the cache (priority > 600) may set to the seconds this answer may
- * be kept, instead of the upstream's max-age: mirror-validate sets it per route class (a
- * transaction by id is immutable). Still capped by maxTtlSeconds; 0 means do not store.
+ * be kept: mirror-validate sets it per route class (a transaction by id is immutable). With
+ * followUpstream (default) it applies only when the upstream declares no s-maxage/max-age; without,
+ * it replaces the upstream's. Still capped by maxTtlSeconds; 0 means do not store.
  */
 export const CACHE_TTL_STATE = 'cache.ttlSeconds'
 /** ctx.state key the credit-meter reads for credits to give back (plugins brief convention). */
