@@ -5,7 +5,7 @@
 export const ORIGIN = 'https://api.tollgate.test'
 const price = '10000'
 
-export function buyKeyConfig(o: { upstream: string; store: string; network: string; asset: string; payTo: string; rpcUrl: string; keyEnv: string; chains: string[]; ttl?: number; adminHash: string }): string {
+export function buyKeyConfig(o: { upstream: string; store: string; network: string; asset: string; payTo: string; rpcUrl: string; keyEnv: string; chains: string[]; adminHash: string }): string {
   return `
 version: 1
 server: { listen: { host: 127.0.0.1, port: 0 } }
@@ -35,7 +35,11 @@ routes:
   - name: rekey
     methods: [POST]
     path: /keys/rekey
-    handler: { name: key-buy, config: { action: rekey, origin: "${ORIGIN}", chains: ${JSON.stringify(o.chains)}, challengeTtlSeconds: ${o.ttl ?? 300} } }
+    handler: { name: key-buy, config: { action: rekey, origin: "${ORIGIN}", chains: ${JSON.stringify(o.chains)}, challengeTtlSeconds: 300 } }
+  - name: rekey-fast
+    methods: [POST]
+    path: /keys/rekey-fast
+    handler: { name: key-buy, config: { action: rekey, origin: "${ORIGIN}", chains: ${JSON.stringify(o.chains)}, challengeTtlSeconds: 1 } }
   - name: metered
     path: /api/:apiKey/call
     upstream: echo
