@@ -62,6 +62,17 @@ export function buyHandler(store: Store, docs: DocumentCollection, wallets: Wall
   const complete = async (ctx: RequestContext, settled: SettledPayment) => {
     const claimId = `buy:${settled.network}:${settled.transaction}`
     await claim(docs, claimId, ctx)
+    try {
+      await completeClaimed(ctx, settled, claimId)
+    } catch (error) {
+      // The paywall keeps the payment pending for the buyer's retry; ending the lease now lets that
+      // retry take the claim over at once instead of after LEASE_MS. Best effort: the lease ends anyway.
+      await docs.update<BuyClaim>(claimId, { request: ctx.id, state: 'started', until: 0 }).catch(() => undefined)
+      throw error
+    }
+  }
+
+  const completeClaimed = async (ctx: RequestContext, settled: SettledPayment, claimId: string) => {
     const amount = creditsFor(settled.amount)
     const actor = `x402:${settled.payer}`
     const project = await wallets.ensure(settled.payer, actor)

@@ -105,7 +105,7 @@ export class WalletProjects {
     for (;;) {
       const found = probe()
       if (found !== undefined) return found
-      if (Date.now() > deadline) throw new GatewayError(503, 'settings_not_visible', 'the change is stored but not yet in force here; retry with the same payment header or signature')
+      if (Date.now() > deadline) throw new GatewayError(503, 'settings_not_visible', 'the change is stored but not yet in force on this instance; retry')
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
   }
