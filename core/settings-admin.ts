@@ -325,7 +325,7 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
 }
 
 /** A new API key: 256 random bits; only its hash is stored, the key is in one answer and nowhere else. */
-function generateKey(): { key: string; prefix: string } {
+export function generateKey(): { key: string; prefix: string } {
   const key = 'tg_' + randomBytes(32).toString('base64url')
   return { key, prefix: key.slice(0, 8) }
 }

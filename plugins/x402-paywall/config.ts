@@ -46,6 +46,8 @@ export interface PaywallConfig {
   networks: PaywallNetworkConfig[]
   corsOrigins: string[]
   recheckIntervalMs: number
+  /** A route without auth: the request header whose value (hashed) a payment is bound to. */
+  intentHeader?: string
 }
 
 const amount = (description: string): JsonSchema => ({ type: 'string', pattern: '^[1-9][0-9]{0,77}$', description })
@@ -141,6 +143,11 @@ export const paywallConfigSchema: JsonSchema = {
       minimum: 100,
       default: 5000,
       description: 'While a chain RPC is unreachable, how often a request may trigger a new check.',
+    },
+    intentHeader: {
+      type: 'string',
+      pattern: '^[a-z0-9][a-z0-9-]{0,63}$',
+      description: 'A route without auth (a key purchase): the lower-case name of a request header, e.g. x-buy-intent, that every paying request must carry (16 to 256 printable characters, a random value the client keeps secret). The payment is bound to its hash, so only requests carrying the same value settle, retry or receive the answer; a copy of the payment with another value answers 409 payment_claimed_by_other_buyer. The header is a credential: never logged or forwarded.',
     },
   },
 }

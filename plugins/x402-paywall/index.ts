@@ -21,6 +21,7 @@
  *
  * CORS: every answer exposes the payment headers; `corsOrigins` adds Allow-Origin and preflights.
  */
+import { createHash } from 'node:crypto'
 import { GatewayError } from '../../core/errors.ts'
 import { chargedCredits } from '../credit-meter/index.ts'
 import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
@@ -40,10 +41,34 @@ const STATE = 'x402-paywall'
 const EXPOSED = 'PAYMENT-REQUIRED, PAYMENT-RESPONSE, X-PAYMENT-RESPONSE'
 
 /** The refusal of a payment another principal presented first (see redemptions.ts `claim:`). */
-function claimedByOther(ctx: RequestContext): GatewayError {
+function claimedByOther(ctx: RequestContext, principal: string | null): GatewayError {
+  if (principal?.startsWith(INTENT)) {
+    ctx.logFields.x402Result = 'payment_claimed_by_other_buyer'
+    return new GatewayError(409, 'payment_claimed_by_other_buyer',
+      'this payment was first presented with another intent header value; only that request can complete it (sign a new payment to buy here)')
+  }
   ctx.logFields.x402Result = 'payment_claimed_by_other_project'
   return new GatewayError(409, 'payment_claimed_by_other_project',
     'this payment was first presented by another project; only that project can redeem it (sign a new payment to pay here)')
+}
+
+const INTENT = 'intent:'
+const INTENT_VALUE = /^[\x21-\x7e]{16,256}$/
+
+/**
+ * Whom a payment is bound to: the project of the request's key; on a route without auth with
+ * `intentHeader`, the hash of that header's value (a secret of the buyer's, absent from the
+ * payment, so a copy of a broadcast authorization cannot complete someone else's purchase);
+ * otherwise nobody (the payment header is then a bearer credential).
+ */
+function principalOf(ctx: RequestContext, intentHeader: string | undefined): string | null {
+  if (ctx.project) return ctx.project.id
+  if (!intentHeader) return null
+  const value = ctx.headers[intentHeader]
+  if (typeof value !== 'string' || !INTENT_VALUE.test(value)) {
+    throw new GatewayError(400, 'invalid_intent_header', `header ${intentHeader} is required with a payment: 16 to 256 printable ASCII characters (a random value; send the same one when you retry)`)
+  }
+  return INTENT + createHash('sha256').update(value).digest('hex')
 }
 
 interface PaidRequest {
@@ -56,6 +81,8 @@ interface PaidRequest {
   url: string
   /** upto: the price of one credit; the settled amount follows the credits used. */
   pricePerCredit?: string
+  /** Bound to an intent header's value (a route without auth with `intentHeader`). */
+  intentBound: boolean
   settled?: boolean
   /** Set by a later plugin ({@link onPaymentSettled}); runs before the content is released. */
   onSettled?: (payment: SettledPayment) => Promise<void>
@@ -68,6 +95,8 @@ export interface VerifiedPayment {
   payer: string
   /** Atomic token units the payment is for (the settled amount of scheme exact). */
   amount: string
+  /** True when the payment is bound to the request's `intentHeader` value (see config). */
+  intentBound?: boolean
 }
 
 /** A payment settled on chain, about to release the content. */
@@ -88,7 +117,7 @@ function amountOf(facilitatorBody: Record<string, unknown>): string {
 export function verifiedPayment(ctx: RequestContext): VerifiedPayment | undefined {
   const paid = ctx.state.get(STATE) as PaidRequest | undefined
   if (!paid) return undefined
-  return { network: paid.network.offer.caip2, payer: paid.payer, amount: amountOf(paid.facilitatorBody) }
+  return { network: paid.network.offer.caip2, payer: paid.payer, amount: amountOf(paid.facilitatorBody), intentBound: paid.intentBound }
 }
 
 /**
@@ -166,6 +195,7 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         // Payment credentials: redacted, and never sent upstream.
         ctx.secretHeaders.add('payment-signature')
         ctx.secretHeaders.add('x-payment')
+        if (config.intentHeader) ctx.secretHeaders.add(config.intentHeader)
         const corsAllowed = applyCors(ctx, corsOrigins)
         const preflightMethod = ctx.headers['access-control-request-method']
         if (ctx.method === 'OPTIONS' && corsAllowed && typeof preflightMethod === 'string') {
@@ -189,16 +219,16 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
           ? { x402Version: 2, paymentPayload: read.payload, paymentRequirements: offer.v2 }
           : { x402Version: 1, paymentPayload: read.payload, paymentRequirements: { ...offer.v1, resource: url } }
         const key = authorizationKey(offer, read.payload)
+        // Before verify: a purchase without its intent costs no chain read.
+        const principal = principalOf(ctx, config.intentHeader)
         const { body: verdict } = await network.facilitator.verify(facilitatorBody, ctx.signal)
         ctx.logFields.payer = verdict.payer || undefined
-        // The principal a payment is bound to: the project of the request's key (null on a route without auth).
-        const principal = ctx.project?.id ?? null
         if (!verdict.isValid) {
           // A retry after `settlement_pending`: the nonce is used by our own transaction (EVM: EIP-3009 or Permit2), or our
           // own transaction no longer simulates (Solana: already processed).
           const retryable = key !== undefined && retryableAfterPending.has(verdict.invalidReason ?? '')
           if (!retryable || !(await redemptions.isPending(key))) {
-            if (retryable && (await redemptions.boundElsewhere(key, principal))) throw claimedByOther(ctx)
+            if (retryable && (await redemptions.boundElsewhere(key, principal))) throw claimedByOther(ctx, principal)
             ctx.logFields.x402Result = verdict.invalidReason
             return ask(ctx, url, same(verdict.invalidReason ?? 'invalid_payment'), verdict.payer)
           }
@@ -207,11 +237,12 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
         // presented it (its signature verified above). A copy on another project's key — the
         // authorization is public once broadcast — is refused before anything is settled; of two
         // projects racing with one payment, the first to bind wins (atomic in the store).
-        if (key !== undefined && !(await redemptions.bind(key, principal))) throw claimedByOther(ctx)
+        if (key !== undefined && !(await redemptions.bind(key, principal))) throw claimedByOther(ctx, principal)
         ctx.logFields.x402Network = offer.caip2
         ctx.state.set(STATE, {
           network, version: read.version, facilitatorBody, key, payer: verdict.payer, url,
           pricePerCredit: config.scheme === 'upto' ? config.pricePerCredit : undefined,
+          intentBound: principal?.startsWith(INTENT) ?? false,
         } satisfies PaidRequest)
       },
 
