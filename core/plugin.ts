@@ -73,8 +73,11 @@ export interface PluginInit {
   routeName: string
   /** The route's path params, so a plugin can check at load that the param it reads exists. */
   routeParams: readonly string[]
-  /** The route as configured, so a plugin can refuse a config that would leak its credential param. */
-  route: { path: string; rewrite?: string; upstream?: string; apiType?: string }
+  /**
+   * The route as configured, so a plugin can refuse a config that would leak its credential param,
+   * or one whose chain lacks a plugin it relies on (`plugins`: the route's enabled entries, in order).
+   */
+  route: { path: string; rewrite?: string; upstream?: string; apiType?: string; plugins: readonly { name: string; config: Readonly<Record<string, unknown>> }[] }
   log: Logger
   metrics: Registry
   store: Store

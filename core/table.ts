@@ -125,7 +125,13 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
     const init: PluginInit = {
       routeName: route.name,
       routeParams: (route.path.match(/[:*][A-Za-z0-9_]+/g) ?? []).map((p) => p.slice(1)),
-      route: { path: route.path, rewrite: route.rewrite, upstream: route.upstream, apiType: route.apiType },
+      route: {
+        path: route.path,
+        rewrite: route.rewrite,
+        upstream: route.upstream,
+        apiType: route.apiType,
+        plugins: route.plugins.filter((e) => e.enabled).map((e) => ({ name: e.name, config: e.config })),
+      },
       log: deps.log.child({ plugin: entry.name, route: route.name }),
       metrics: deps.metrics.registry,
       store: deps.store,

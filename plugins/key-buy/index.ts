@@ -105,6 +105,11 @@ const keyBuy: PluginDefinition<KeyBuyConfig> = {
       return { handle: rekeyHandler(docs, wallets, { origin: config.origin, chains: config.chains, challengeTtlSeconds: config.challengeTtlSeconds, statement: config.statement }) }
     }
     if (!config.unitsPerCredit) throw new Error(`route ${init.routeName}: key-buy with action buy needs unitsPerCredit`)
+    // A purchase has no key to bind its payment to: without the paywall's intent header another
+    // caller could complete it (test/security/x402-buy-key.test.ts). Refused at load, not per request.
+    const paywall = init.route.plugins.find((entry) => entry.name === 'x402-paywall')
+    if (!paywall) throw new Error(`route ${init.routeName}: key-buy with action buy must sit behind x402-paywall`)
+    if (!paywall.config.intentHeader) throw new Error(`route ${init.routeName}: key-buy with action buy needs x402-paywall's intentHeader (e.g. x-buy-intent)`)
     return { handle: buyHandler(init.store, docs, wallets, { unitsPerCredit: BigInt(config.unitsPerCredit), reason: config.reason }, init.routeName) }
   },
 }
