@@ -32,6 +32,7 @@ export interface JsonRpcConfig {
   maxResponseBytes: number
   allow: string[]
   aliases: Record<string, string>
+  readOnlyMethods: string[]
   chainInfo?: ChainInfoConfig
 }
 
@@ -73,6 +74,14 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
       maxBatch: { type: 'integer', minimum: 1, maximum: 1000, default: 100, description: 'Most calls in one batch; more answers 400 batch_too_large.' },
       maxResponseBytes: { type: 'integer', minimum: 1024, default: 8388608, description: "Cap on the node's answer; past it 502." },
       allow: { type: 'array', uniqueItems: true, items: methodName, default: [], description: 'Node methods clients may call under their own names.' },
+      readOnlyMethods: {
+        type: 'array',
+        uniqueItems: true,
+        items: methodName,
+        default: [],
+        description:
+          'Node methods that never write: a request whose calls are all in this list may be retried on another target of the upstream pool after a failure before the answer (connect error, reset, 502/503/504, 429). Any other call is sent once.',
+      },
       aliases: {
         type: 'object',
         additionalProperties: methodName,
@@ -97,6 +106,7 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
   create(config, init) {
     if (!init.upstreamNames.includes(config.upstream)) throw new Error(`unknown upstream "${config.upstream}"`)
     const table: MethodTable = { allow: new Set(config.allow), aliases: config.aliases, chainInfo: config.chainInfo }
+    const readOnly = new Set<string>(config.readOnlyMethods)
     return {
       async handle(ctx) {
         const parsed: Parsed = config.form === 'get' ? { batch: false, entries: [readQueryCall(ctx.query)] } : readPost(ctx, config.maxBatch)
@@ -104,7 +114,7 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
         const { batch, entries } = parsed
         ctx.logFields.rpcCalls = entries.length
         if (!batch && 'call' in entries[0]) ctx.logFields.rpcMethod = entries[0].call.method
-        const send = createSender(ctx, { upstream: init.upstream(config.upstream), path: config.path, maxResponseBytes: config.maxResponseBytes })
+        const send = createSender(ctx, { upstream: init.upstream(config.upstream), path: config.path, maxResponseBytes: config.maxResponseBytes, readOnly })
         const answers = (await dispatch(entries, table, send)).filter((entry) => entry !== null)
         if (answers.length === 0) return noContent(ctx)
         ctx.respond(200, batch ? answers : answers[0])

@@ -28,6 +28,8 @@ export interface SenderOptions {
   upstream: UpstreamHandle
   path: string
   maxResponseBytes: number
+  /** Node methods marked read-only in config: a request of only these may be retried on another target. */
+  readOnly?: ReadonlySet<string>
 }
 
 function badAnswer(name: string, why: string): GatewayError {
@@ -94,6 +96,7 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
         headers,
         body,
         signal: ctx.signal,
+        retrySafe: options.readOnly !== undefined && calls.every((call) => options.readOnly!.has(call.method)),
       })
       status = response.statusCode
       raw = await readCapped(response.body, options.maxResponseBytes, upstream.name)
