@@ -185,9 +185,11 @@ class ForwardHandler implements AttemptOwner {
   }
 
   /** Sends one attempt to the best target other than `exclude` (when another can take it). */
-  launch(exclude: Target | undefined): void {
+  launch(exclude: Target | undefined, kind: 'first' | 'retry' | 'hedge' = 'first'): void {
     const target = this.upstream.choose(exclude)
+    if (!target && kind === 'hedge') return
     if (!target) return this.finish(errors.upstreamUnavailable(`upstream ${this.upstream.name} is overloaded`))
+    if (kind !== 'first') target.counters[kind === 'retry' ? 'retries' : 'hedges']++
     const attempt = new Attempt(this, target)
     this.live.push(attempt)
     this.ctx.upstreamAttempts = (this.ctx.upstreamAttempts ?? 0) + 1
@@ -220,8 +222,7 @@ class ForwardHandler implements AttemptOwner {
     // A discarded answer (error undefined) already had its retry allowed.
     if (error === undefined || (retryableError(error) && this.mayRetry())) {
       this.retries++
-      attempt.target.counters.retries++
-      return this.launch(attempt.target)
+      return this.launch(attempt.target, 'retry')
     }
     this.finish(error)
   }
@@ -231,10 +232,9 @@ class ForwardHandler implements AttemptOwner {
     this.hedgeTimer = undefined
     if (this.settled || this.winner || this.live.length !== 1 || this.ctx.aborted) return
     const first = this.live[0].target
-    const other = this.upstream.choose(first)
-    if (!other || other === first || !this.upstream.budget.take(Date.now())) return
-    other.counters.hedges++
-    this.launch(first)
+    // Only to another target: a pool of one (or one whose others are all out) is not hedged.
+    if (this.upstream.targets.length === 1 || !this.upstream.budget.take(Date.now())) return
+    this.launch(first, 'hedge')
   }
 
   won(attempt: Attempt, controller: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {

@@ -15,6 +15,8 @@ const RETRYABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOU
 
 export function retryableError(error: unknown): boolean {
   const e = error as { code?: string; cause?: { code?: string } } | undefined
+  // undici's parser errors (a head that is not HTTP) carry no code, only their class name.
+  if ((error as Error | undefined)?.name === 'HTTPParserError') return true
   const code = e?.code ?? ''
   if (RETRYABLE_CODES.has(code)) return true
   if (code === 'UND_ERR_INFO' || code.startsWith('HPE_')) return true
