@@ -36,7 +36,7 @@ export class Attempt implements Dispatcher.DispatchHandler {
   readonly started = performance.now()
 
   constructor(readonly owner: AttemptOwner, readonly target: Target) {
-    target.started(Date.now())
+    target.started()
   }
 
   /** Stops this attempt (a hedge that lost, the client gone, the request over). */
@@ -59,9 +59,11 @@ export class Attempt implements Dispatcher.DispatchHandler {
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     if (this.state === CANCELLED) return
-    const now = Date.now()
-    this.target.answered(statusCode, performance.now() - this.started, now)
-    if (statusCode === 429) this.target.throttle(retryAfterMs(headers['retry-after'], now), now)
+    this.target.answered(statusCode, performance.now() - this.started)
+    if (statusCode === 429) {
+      const now = Date.now()
+      this.target.throttle(retryAfterMs(headers['retry-after'], now), now)
+    }
     if (this.owner.winner !== undefined || this.owner.settled) return this.cancel(errors.upstreamUnavailable('another attempt answered first'))
     if (this.owner.discardHead(this, statusCode)) {
       this.state = DISCARDING

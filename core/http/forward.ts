@@ -402,7 +402,8 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
   const handler = new ForwardHandler(ctx, req, res, upstream, options)
   handler.dispatchOptions = dispatchOptions
   handler.relativePath = relative
-  upstream.budget.request(Date.now())
+  // The budget counts requests only where a second attempt can happen.
+  if (!upstream.plain) upstream.budget.request(Date.now())
   // A streamed body still arriving gets the route's deadline; one read by the core already had it.
   if (body === req || (body !== undefined && !ctx.body)) {
     const left = remainingMs(ctx.startedAt, options.bodyTimeoutMs)

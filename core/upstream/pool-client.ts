@@ -38,7 +38,7 @@ export class PoolClient {
       attempts++
       if (attempts > 1) target.counters.retries++
       const started = performance.now()
-      target.started(Date.now())
+      target.started()
       let response: Dispatcher.ResponseData
       try {
         response = await target.pool.request({ ...rest, path: upstream.pathFor(target, rest.path) })
@@ -52,7 +52,7 @@ export class PoolClient {
         throw error
       }
       const end = Date.now()
-      target.answered(response.statusCode, performance.now() - started, end)
+      target.answered(response.statusCode, performance.now() - started)
       if (response.statusCode === 429) target.throttle(retryAfterMs(response.headers['retry-after']), end)
       response.body.once('close', () => target.ended())
       if (retrySafe && retryableStatus(response.statusCode) && this.#mayRetry(attempts)) {

@@ -88,20 +88,20 @@ export class Target {
   }
 
   /** An attempt leaves for this target. */
-  started(now: number): void {
+  started(): void {
     this.inFlight++
     this.counters.requests++
-    // The first request after an ejection is the half-open probe.
-    if (this.ejectedUntil !== 0 && now >= this.ejectedUntil) this.probing = true
+    // The first request after an ejection is the half-open probe (the clock is read only then).
+    if (this.ejectedUntil !== 0 && Date.now() >= this.ejectedUntil) this.probing = true
   }
 
   /** The answer head arrived: records latency, and health by status. */
-  answered(status: number, ms: number, now: number): void {
+  answered(status: number, ms: number): void {
     this.latencyMs = this.latencyMs === 0 ? ms : this.latencyMs + EWMA * (ms - this.latencyMs)
     this.counters.latencySum += ms
     this.counters.latencyCount++
-    if (status >= 500) this.failed(now)
-    else this.succeeded()
+    if (status >= 500) this.failed(Date.now())
+    else if (this.consecutiveFailures !== 0 || this.ejectedUntil !== 0 || this.probing) this.succeeded()
   }
 
   /** The attempt ended (whatever the outcome): frees its slot. */
