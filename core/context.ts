@@ -51,6 +51,10 @@ export class Context implements RequestContext {
   #abortListeners?: ClientAbortListener[]
   readonly startedAt = performance.now()
   upstreamMs?: number
+  /** Attempts sent upstream for this request (retries and hedges included; undefined when none). */
+  upstreamAttempts?: number
+  /** Label of the upstream target that gave the answer (a configured name or index, never a URL). */
+  upstreamTarget?: string
   /** Body bytes of a streamed upstream answer written to the client so far (for the access line). */
   streamedBytes = 0
   /**

@@ -21,6 +21,7 @@ import type { GatewayConfig } from './config/types.ts'
 import { buildTable, closeTable, type Table } from './table.ts'
 import { handleRequest, type PipelineDeps } from './pipeline.ts'
 import { reconcileUpstreams, type UpstreamHandle } from './http/upstreams.ts'
+import { registerUpstreamMetrics } from './upstream/metrics.ts'
 import { answerParserRefusal } from './http/parser-refusal.ts'
 import { proxyTrust } from './http/client-address.ts'
 import { carryOnReload } from './credit-carry.ts'
@@ -127,6 +128,7 @@ export class Gateway {
     this.accounts = new Accounts({ store, sessions: () => this.#table.config.admin.sessions, tokenHash: () => this.#table.config.admin.tokenHash })
     this.log = log
     this.metrics = metrics
+    registerUpstreamMetrics(metrics.registry, () => this.#upstreams.values())
     this.dashboardAuth = sessionAuth(this.accounts)
     this.alerts = new LowBalanceMonitor({
       store,

@@ -19,6 +19,7 @@ import { forward } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
+import { safeMethod } from './upstream/retry-rules.ts'
 import type { ProxyTrust } from './http/client-address.ts'
 import type { CompiledRoute, Step, Table } from './table.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
@@ -202,6 +203,7 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
     maxBodyBytes: route.maxBodyBytes,
     bodyTimeoutMs: route.bodyTimeoutMs,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
+    retrySafe: route.config.idempotent === true || safeMethod(ctx.upstreamMethod ?? ctx.method),
     commitHead: route.response.length ? commitHeadAfterPlugins : writeUpstreamHead,
   })
 }
@@ -327,6 +329,8 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
     apiType: ctx.apiType,
     ms: Math.round(seconds * 1e6) / 1e3,
     upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 1e3) / 1e3,
+    upstreamTarget: ctx.upstreamTarget,
+    attempts: ctx.upstreamAttempts !== undefined && ctx.upstreamAttempts > 1 ? ctx.upstreamAttempts : undefined,
     bytesIn: Number(req.headers['content-length'] ?? ctx.body?.raw.length ?? 0),
     bytesOut: bytesOut(ctx, res),
     error: ctx.error?.code,

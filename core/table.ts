@@ -213,6 +213,8 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       if (instance.response) compiled.response.push(instance.response.bind(instance))
       if (instance.done) compiled.done.push(instance.done.bind(instance))
     }
+    // A request that may be sent again needs its body in memory: a streamed body can be sent once.
+    if (route.idempotent && route.upstream && compiled.bodyNeed === undefined) compiled.bodyNeed = 'raw'
     routes.push(compiled)
   }
 

@@ -9,6 +9,7 @@
  * if (!result.config) for (const issue of result.issues) console.error(formatIssue(issue))
  * ```
  */
+import { normaliseUpstream, type RawUpstream, type UpstreamConfig } from '../upstream/config.ts'
 import { createHash } from 'node:crypto'
 import { dirname, resolve } from 'node:path'
 import { BlockList } from 'node:net'
@@ -122,6 +123,26 @@ function crossCheck(source: ConfigSource, config: GatewayConfig, rawRoutes: any[
 }
 
 
+/** Every upstream has exactly one of `url` or `targets`; both forms become a pool (core/upstream/config.ts). */
+function upstreamsOf(source: ConfigSource, raw: Record<string, RawUpstream>): Record<string, UpstreamConfig> {
+  const out: Record<string, UpstreamConfig> = {}
+  for (const [name, upstream] of Object.entries(raw)) {
+    if ((upstream.url === undefined) === (upstream.targets === undefined)) source.issue(['upstreams', name], 'an upstream needs exactly one of `url` or `targets`')
+    const names = new Set<string>()
+    upstream.targets?.forEach((target, i) => {
+      const label = target.name ?? String(i)
+      if (names.has(label)) source.issue(['upstreams', name, 'targets', i, 'name'], `duplicate target name "${label}"`)
+      names.add(label)
+    })
+    const health = upstream.health
+    if (health?.baseEjectionMs !== undefined && health.maxEjectionMs !== undefined && health.maxEjectionMs < health.baseEjectionMs) {
+      source.issue(['upstreams', name, 'health', 'maxEjectionMs'], 'must be at least baseEjectionMs')
+    }
+    out[name] = normaliseUpstream(upstream)
+  }
+  return out
+}
+
 export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<LoadResult> {
   const absolute = resolve(file)
   let source: ConfigSource
@@ -159,6 +180,7 @@ export async function loadConfig(file: string, env: NodeJS.ProcessEnv = process.
   }))
   const config: GatewayConfig = {
     ...raw,
+    upstreams: upstreamsOf(source, raw.upstreams),
     projects,
     routes,
     plugins: pluginEntries(source, ajv, plugins, raw.plugins, ['plugins']),

@@ -1,5 +1,5 @@
 /** gateway.yaml after validation and defaults: what the builder consumes. */
-import type { UpstreamConfig } from '../http/upstreams.ts'
+import type { UpstreamConfig } from '../upstream/config.ts'
 import type { TrustProxySetting } from '../http/client-address.ts'
 import type { PluginDefinition } from '../plugin.ts'
 import type { ConfigPath } from './source.ts'
@@ -31,6 +31,8 @@ export interface RouteConfig {
   forwardGatewayCookies?: boolean
   /** Let the upstream's Set-Cookie reach the client (default no). */
   passSetCookie?: boolean
+  /** Requests of this route may be retried or hedged whatever their method (default no). */
+  idempotent?: boolean
   plugins: PluginEntry[]
   configPath: ConfigPath
 }

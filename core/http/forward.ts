@@ -15,6 +15,9 @@ import type { Context } from '../context.ts'
 import { corkUntilTurnEnd } from './turn-flush.ts'
 import { bodyTimedOut, remainingMs } from './body.ts'
 import type { UpstreamHandle } from './upstreams.ts'
+import { Attempt, type AttemptOwner } from './forward-attempt.ts'
+import { retryableError, retryableStatus } from '../upstream/retry-rules.ts'
+import type { Target } from '../upstream/target.ts'
 import { withoutGatewayCookies, type UpstreamCredentialPolicy } from './gateway-cookies.ts'
 import type { ProxyTrust } from './client-address.ts'
 
@@ -36,6 +39,8 @@ export interface ForwardOptions {
   bodyTimeoutMs: number
   /** Buffer the upstream body (for response-body plugins) up to this many bytes; 0 = stream. */
   bufferResponseUpTo: number
+  /** The request may be sent again (GET/HEAD or a route marked idempotent); retried and hedged only then. */
+  retrySafe: boolean
   /** Runs the response phase and sends the head; a promise means: wait for it before the body. */
   commitHead(ctx: Context, res: ServerResponse): void | Promise<void>
 }
@@ -134,7 +139,7 @@ async function* countedBody(req: IncomingMessage, maxBytes: number): AsyncIterab
  * The dispatch handler of one forwarded request. A class rather than an object of closures: the
  * hot path allocates one object per request and no functions.
  */
-class ForwardHandler implements Dispatcher.DispatchHandler {
+class ForwardHandler implements AttemptOwner {
   headSent = false
   settled = false
   chunks: Buffer[] = []
@@ -150,6 +155,14 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   resolve: () => void = noop
   reject: (error: unknown) => void = noop
   readonly started = performance.now()
+  /** The attempt whose answer the client gets; until then, `live` are racing (a hedge) or one is waiting. */
+  winner: Attempt | undefined = undefined
+  live: Attempt[] = []
+  retries = 0
+  hedgeTimer: NodeJS.Timeout | undefined
+  /** Set when the request may be sent again (safe, and its body is in memory or absent). */
+  dispatchOptions: Dispatcher.DispatchOptions | undefined
+  relativePath = ''
 
   constructor(
     readonly ctx: Context,
@@ -160,7 +173,79 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   ) {}
 
   clientAborted(): void {
-    this.controller?.abort(errors.upstreamUnavailable('client closed the connection'))
+    const error = errors.upstreamUnavailable('client closed the connection')
+    if (this.controller) return this.controller.abort(error)
+    this.stopAttempts(error)
+    this.finish(error)
+  }
+
+  stopAttempts(reason: Error): void {
+    for (const attempt of this.live) attempt.cancel(reason)
+    this.live = []
+  }
+
+  /** Sends one attempt to the best target other than `exclude` (when another can take it). */
+  launch(exclude: Target | undefined, kind: 'first' | 'retry' | 'hedge' = 'first'): void {
+    const target = this.upstream.choose(exclude)
+    if (!target && kind === 'hedge') return
+    if (!target) return this.finish(errors.upstreamUnavailable(`upstream ${this.upstream.name} is overloaded`))
+    if (kind !== 'first') target.counters[kind === 'retry' ? 'retries' : 'hedges']++
+    const attempt = new Attempt(this, target)
+    this.live.push(attempt)
+    this.ctx.upstreamAttempts = (this.ctx.upstreamAttempts ?? 0) + 1
+    const base = this.dispatchOptions!
+    // The prepared options name the first target; another gets its own origin and path prefix.
+    const options = target === this.upstream.targets[0] ? base : { ...base, origin: target.origin, path: target.basePath + this.relativePath }
+    try {
+      target.pool.dispatch(options, attempt)
+    } catch (error) {
+      attempt.onResponseError(undefined as unknown as Dispatcher.DispatchController, error as Error)
+    }
+  }
+
+  /** A retry when the rules allow it: safe request, attempts left, and the upstream's budget agrees. */
+  mayRetry(): boolean {
+    if (!this.options.retrySafe || this.dispatchOptions === undefined || this.ctx.aborted) return false
+    if (this.retries >= this.upstream.config.retry.maxRetries) return false
+    return this.upstream.budget.take(Date.now())
+  }
+
+  discardHead(attempt: Attempt, status: number): boolean {
+    if (!retryableStatus(status) || !this.options.retrySafe || this.dispatchOptions === undefined) return false
+    // A hedge still racing may answer instead; else a retry must be allowed now.
+    return this.live.length > 1 || this.mayRetry()
+  }
+
+  attemptFailed(attempt: Attempt, error: unknown): void {
+    this.live = this.live.filter((a) => a !== attempt)
+    if (this.settled || this.live.length > 0) return
+    // A discarded answer (error undefined) already had its retry allowed.
+    if (error === undefined || (retryableError(error) && this.mayRetry())) {
+      this.retries++
+      return this.launch(attempt.target, 'retry')
+    }
+    this.finish(error)
+  }
+
+  /** No head after the hedge threshold: the same request also goes to another target; the first head wins. */
+  hedge(): void {
+    this.hedgeTimer = undefined
+    if (this.settled || this.winner || this.live.length !== 1 || this.ctx.aborted) return
+    const first = this.live[0].target
+    // Only to another target: a pool of one (or one whose others are all out) is not hedged.
+    if (this.upstream.targets.length === 1 || !this.upstream.budget.take(Date.now())) return
+    this.launch(first, 'hedge')
+  }
+
+  won(attempt: Attempt, controller: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
+    this.winner = attempt
+    this.controller = controller
+    this.ctx.upstreamTarget = attempt.target.name
+    this.upstream.latency?.add(performance.now() - attempt.started)
+    if (this.hedgeTimer) clearTimeout(this.hedgeTimer)
+    if (this.live.length > 1) for (const other of this.live) if (other !== attempt) other.cancel(errors.upstreamUnavailable('another attempt answered first'))
+    this.live = []
+    this.onResponseStart(controller, status, headers)
   }
 
   /** A streamed client body not received by the route's deadline: the exchange ends with 408. */
@@ -168,14 +253,17 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
     this.bodyTimer = undefined
     if (this.req.complete || this.settled) return
     const error = bodyTimedOut(this.options.bodyTimeoutMs)
-    if (this.controller) this.controller.abort(error)
-    else this.finish(error)
+    if (this.controller) return this.controller.abort(error)
+    this.stopAttempts(error)
+    this.finish(error)
   }
 
   finish(error?: unknown): void {
     if (this.settled) return
     this.settled = true
     if (this.bodyTimer) clearTimeout(this.bodyTimer)
+    if (this.hedgeTimer) clearTimeout(this.hedgeTimer)
+    if (this.live.length) this.stopAttempts(errors.upstreamUnavailable('request over'))
     this.ctx.upstreamMs = performance.now() - this.started
     this.ctx.offAbort(this)
     if (error === undefined) return this.resolve()
@@ -192,11 +280,6 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
       return this.resolve()
     }
     this.reject(upstreamFailure(error, this.upstream.name))
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller
-    if (this.ctx.aborted) controller.abort(errors.upstreamUnavailable('client closed the connection'))
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
@@ -299,9 +382,14 @@ function onBodyDeadline(handler: ForwardHandler): void {
   handler.bodyTimedOut()
 }
 
+function onHedgeDeadline(handler: ForwardHandler): void {
+  handler.hedge()
+}
+
 export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse, upstream: UpstreamHandle, options: ForwardOptions): Promise<void> {
   const query = ctx.upstreamQuery ?? ctx.rawQuery
-  const path = upstream.basePath + (ctx.upstreamPath ?? ctx.path) + (query ? `?${query}` : '')
+  const relative = (ctx.upstreamPath ?? ctx.path) + (query ? `?${query}` : '')
+  const path = upstream.basePath + relative
   const body = ctx.body ? ctx.body.raw : streamedBody(req, options.maxBodyBytes)
   const dispatchOptions: Dispatcher.DispatchOptions = {
     origin: upstream.origin,
@@ -312,6 +400,10 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     body: (body ?? null) as Dispatcher.DispatchOptions['body'],
   }
   const handler = new ForwardHandler(ctx, req, res, upstream, options)
+  handler.dispatchOptions = dispatchOptions
+  handler.relativePath = relative
+  // The budget counts requests only where a second attempt can happen.
+  if (!upstream.plain) upstream.budget.request(Date.now())
   // A streamed body still arriving gets the route's deadline; one read by the core already had it.
   if (body === req || (body !== undefined && !ctx.body)) {
     const left = remainingMs(ctx.startedAt, options.bodyTimeoutMs)
@@ -322,10 +414,13 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     handler.reject = reject
   })
   ctx.onAbort(handler)
-  try {
-    upstream.pool.dispatch(dispatchOptions, handler)
-  } catch (error) {
-    handler.finish(error)
+  if (ctx.aborted) handler.clientAborted()
+  else handler.launch(undefined)
+  // A streamed body cannot be sent twice: such a request gets one attempt.
+  if (body !== undefined && !ctx.body) handler.dispatchOptions = undefined
+  else if (options.retrySafe && upstream.hedges && !handler.settled) {
+    const after = upstream.hedgeAfterMs()
+    if (after > 0) handler.hedgeTimer = setTimeout(onHedgeDeadline, after, handler)
   }
   return done
 }

@@ -1,43 +1,24 @@
 /**
- * One undici keep-alive Pool per upstream. Pools survive reloads when an upstream's definition is
- * unchanged, so a reload never drops warm connections.
+ * The named upstreams of a config: one UpstreamPool (core/upstream/) each, with one undici
+ * keep-alive Pool per target. Pools survive reloads when an upstream's definition is unchanged, so
+ * a reload never drops warm connections nor the health the gateway learned.
  */
-import { Pool } from 'undici'
+import { normaliseUpstream, type RawUpstream, type UpstreamConfig } from '../upstream/config.ts'
+import { UpstreamPool } from '../upstream/pool.ts'
 
-export interface UpstreamConfig {
-  /** Base URL: scheme, host, port and an optional path prefix. */
-  url: string
-  /** Max sockets in the pool. */
-  connections: number
-  timeouts: { connectMs: number; headersMs: number; bodyMs: number }
-  keepAliveTimeoutMs: number
-}
+export type { UpstreamConfig }
 
 /** What a plugin (or the forwarder) holds to talk to one upstream. */
-export interface UpstreamHandle {
-  readonly name: string
-  readonly origin: string
-  /** Path prefix of the upstream URL, without a trailing slash ('' for none). */
-  readonly basePath: string
-  readonly pool: Pool
-  readonly config: UpstreamConfig
-}
+export type UpstreamHandle = UpstreamPool
 
 function fingerprint(config: UpstreamConfig): string {
   return JSON.stringify(config)
 }
 
-export function createUpstream(name: string, config: UpstreamConfig): UpstreamHandle {
-  const url = new URL(config.url)
-  const pool = new Pool(url.origin, {
-    connections: config.connections,
-    connect: { timeout: config.timeouts.connectMs },
-    headersTimeout: config.timeouts.headersMs,
-    bodyTimeout: config.timeouts.bodyMs,
-    keepAliveTimeout: config.keepAliveTimeoutMs,
-    pipelining: 1,
-  })
-  return { name, origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), pool, config }
+/** Accepts the normalised config, or the single-URL shape (`{ url, connections, ... }`) tests build by hand. */
+export function createUpstream(name: string, config: UpstreamConfig | RawUpstream): UpstreamHandle {
+  const full = 'targets' in config && config.targets && 'health' in config && (config as UpstreamConfig).retry ? (config as UpstreamConfig) : normaliseUpstream(config as RawUpstream)
+  return new UpstreamPool(name, full)
 }
 
 /**

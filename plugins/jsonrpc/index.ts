@@ -92,8 +92,8 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
         items: methodName,
         default: [],
         description:
-          'Node methods (as sent to the node, after aliases) that only read. Identical in-flight requests made only of these share one node request (coalesce). ' +
-          'A method left out is treated as a write: never coalesced.',
+          'Node methods (as sent to the node, after aliases) that only read. A request made only of these may be retried on another target of the upstream pool after a failure before the answer (connect error, reset, 502/503/504, 429), and identical ones in flight share one node request (coalesce). ' +
+          'A method left out is treated as a write: sent once, never coalesced.',
       },
       coalesce: {
         type: 'boolean',
@@ -118,9 +118,10 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
   create(config, init) {
     if (!init.upstreamNames.includes(config.upstream)) throw new Error(`unknown upstream "${config.upstream}"`)
     const table: MethodTable = { allow: new Set(config.allow), aliases: config.aliases, chainInfo: config.chainInfo }
+    const readOnly = new Set<string>(config.readOnly)
     const coalesced = coalescedCounter(init.metrics).labels(init.routeName)
-    const coalesce: CoalesceOptions | undefined = config.coalesce && config.readOnly.length > 0
-      ? { inFlight: IN_FLIGHT, readOnly: new Set(config.readOnly), joined: () => coalesced.inc() }
+    const coalesce: CoalesceOptions | undefined = config.coalesce && readOnly.size > 0
+      ? { inFlight: IN_FLIGHT, readOnly, joined: () => coalesced.inc() }
       : undefined
     return {
       async handle(ctx) {
@@ -129,7 +130,7 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
         const { batch, entries } = parsed
         ctx.logFields.rpcCalls = entries.length
         if (!batch && 'call' in entries[0]) ctx.logFields.rpcMethod = entries[0].call.method
-        const send = createSender(ctx, { upstream: init.upstream(config.upstream), path: config.path, maxResponseBytes: config.maxResponseBytes, coalesce })
+        const send = createSender(ctx, { upstream: init.upstream(config.upstream), path: config.path, maxResponseBytes: config.maxResponseBytes, readOnly, coalesce })
         const answers = (await dispatch(entries, table, send)).filter((entry) => entry !== null)
         if (answers.length === 0) return noContent(ctx)
         ctx.respond(200, batch ? answers : answers[0])

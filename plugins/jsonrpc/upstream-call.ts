@@ -29,6 +29,8 @@ export interface SenderOptions {
   upstream: UpstreamHandle
   path: string
   maxResponseBytes: number
+  /** Node methods marked read-only in config: a request of only these may be retried on another target. */
+  readOnly?: ReadonlySet<string>
   /** Coalescing of identical read-only exchanges (see coalesce.ts); absent: every call goes upstream. */
   coalesce?: CoalesceOptions
 }
@@ -92,9 +94,9 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
   headers['content-type'] = 'application/json'
   headers.accept = 'application/json'
 
-  const exchange = async (body: string, signal: AbortSignal): Promise<Exchange> => {
+  const exchange = async (body: string, signal: AbortSignal, retrySafe: boolean): Promise<Exchange> => {
     try {
-      const response = await upstream.pool.request({ path: upstream.basePath + options.path, method: 'POST', headers, body, signal })
+      const response = await upstream.pool.request({ path: upstream.basePath + options.path, method: 'POST', headers, body, signal, retrySafe })
       return { status: response.statusCode, raw: await readCapped(response.body, options.maxResponseBytes, upstream.name) }
     } catch (error) {
       throw upstreamFailure(error, upstream.name)
@@ -104,9 +106,11 @@ export function createSender(ctx: RequestContext, options: SenderOptions): RpcSe
   // The wire body holds the gateway's own ids (0, 1, ...), never the client's: two clients' calls
   // with the same methods and params are the same bytes, and each client's ids are put back by
   // dispatch from its own entries.
+  const { readOnly } = options
   const shared = (calls: readonly OutgoingCall[], body: string): Promise<Exchange> => {
-    if (!coalesce || !calls.every((call) => coalesce.readOnly.has(call.method))) return exchange(body, ctx.signal)
-    const { result, joined } = coalesce.inFlight.run(`${upstream.name}\n${upstream.config.url}\n${options.path}\n${body}`, ctx.signal, (signal) => exchange(body, signal))
+    const reads = readOnly !== undefined && calls.every((call) => readOnly.has(call.method))
+    if (!coalesce || !reads) return exchange(body, ctx.signal, reads)
+    const { result, joined } = coalesce.inFlight.run(`${upstream.name}\n${upstream.config.url}\n${options.path}\n${body}`, ctx.signal, (signal) => exchange(body, signal, true))
     if (joined) coalesce.joined()
     // A client that went away stops waiting with its signal's reason: the same error as an aborted call of its own.
     return result.catch((error: unknown) => Promise.reject(upstreamFailure(error, upstream.name)))

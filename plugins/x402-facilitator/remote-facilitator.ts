@@ -76,6 +76,8 @@ export class RemoteFacilitator implements Facilitator {
         headers: { accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal,
+        // verify and supported change nothing: another target may answer them. settle moves money: sent once.
+        retrySafe: !path.endsWith('settle'),
       })
       const chunks: Buffer[] = []
       let size = 0

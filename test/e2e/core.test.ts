@@ -73,7 +73,7 @@ let downPort: number
 t.before(async () => {
   upstream = await startTestUpstream()
   downPort = await closedPort()
-  gw = await startGatewayProcess(config(upstream, downPort))
+  gw = await startGatewayProcess(config(upstream, downPort), { startTimeoutMs: 180_000 })
 })
 t.teardown(async () => {
   await gw?.stop('SIGKILL')

@@ -1,0 +1,71 @@
+/**
+ * One named upstream: its targets, the choice among them, its retry budget and hedge threshold, and
+ * the client handler plugins use (`init.upstream(name).pool.request(...)`).
+ */
+import type { Dispatcher } from 'undici'
+import type { UpstreamConfig } from './config.ts'
+import { RetryBudget } from './budget.ts'
+import { chooseTarget } from './choose.ts'
+import { LatencyWindow } from './latency-window.ts'
+import { Target } from './target.ts'
+import { PoolClient } from './pool-client.ts'
+import { startProbes } from './probe.ts'
+
+export class UpstreamPool {
+  readonly targets: Target[]
+  readonly budget: RetryBudget
+  readonly latency: LatencyWindow | undefined
+  /** What handler plugins call: `.request()` picks a target (and retries when told the call is safe). */
+  readonly pool: PoolClient
+  /** The first target's URL parts (kept for plugins that read them; every target should share the path). */
+  readonly origin: string
+  readonly basePath: string
+  /** Whether anything beyond one plain attempt can happen (the forwarder's cheap path when not). */
+  readonly plain: boolean
+  #stopProbes: (() => void) | undefined
+
+  constructor(readonly name: string, readonly config: UpstreamConfig) {
+    this.targets = config.targets.map((t) => new Target(t, config, config.health, config.breaker.recoverMs))
+    this.budget = new RetryBudget(config.retry.budgetPercent, config.retry.minPerWindow)
+    this.latency = config.hedge.percentile > 0 ? new LatencyWindow(config.hedge.percentile) : undefined
+    this.origin = this.targets[0].origin
+    this.basePath = this.targets[0].basePath
+    this.plain = this.targets.length === 1 && config.retry.maxRetries === 0 && !this.hedges && config.breaker.maxConcurrent === 0
+    this.pool = new PoolClient(this)
+    if (config.health.probe) this.#stopProbes = startProbes(this.name, this.targets, config.health.probe)
+  }
+
+  get hedges(): boolean {
+    return this.config.hedge.afterMs > 0 || this.config.hedge.percentile > 0
+  }
+
+  /** Ms without an answer head after which a safe request is hedged; 0 = never. */
+  hedgeAfterMs(): number {
+    const floor = this.config.hedge.afterMs
+    if (!this.latency) return floor
+    return Math.max(floor, this.latency.value()) || 0
+  }
+
+  /** A target for the next attempt, never `exclude` when another can take it; undefined = breaker refuses. */
+  choose(exclude?: Target, now = Date.now()): Target | undefined {
+    return chooseTarget(this.targets, exclude, now, this.config.breaker.maxConcurrent, this.config.breaker.maxPending)
+  }
+
+  /** The path a caller built from `basePath`, moved onto another target's prefix. */
+  pathFor(target: Target, path: string): string {
+    if (target.basePath === this.basePath || !path.startsWith(this.basePath)) return path
+    return target.basePath + path.slice(this.basePath.length)
+  }
+
+  async close(): Promise<void> {
+    this.#stopProbes?.()
+    await Promise.allSettled(this.targets.map((t) => t.pool.close()))
+  }
+
+  async destroy(): Promise<void> {
+    this.#stopProbes?.()
+    await Promise.allSettled(this.targets.map((t) => t.pool.destroy()))
+  }
+}
+
+export type { Dispatcher }
