@@ -97,13 +97,19 @@ if (window.ResizeObserver) new ResizeObserver(refit).observe(box)
 </script></body></html>`
 
 const shells = new Set<ChildProcess>()
+let ideSeenUp = false
 
 const server = createServer((req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname
   const name = path.slice(path.lastIndexOf('/') + 1)
   if (path === '/healthz') {
     if (!ide) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', dir: workDir }))
-    return void ide.healthy().then((up) => res.writeHead(up ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: up ? 'ok' : 'starting', dir: workDir, ide: up })))
+    // Once the IDE has answered, the workstation stays healthy while code-server restarts (a
+    // gateway restart must not take a briefly restarting IDE for a dead workstation).
+    return void ide.healthy().then((up) => {
+      ideSeenUp ||= up
+      res.writeHead(ideSeenUp ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ideSeenUp ? 'ok' : 'starting', dir: workDir, ide: up }))
+    })
   }
   if (path === '/' || path === '') return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page)
   const asset = assets[name]
