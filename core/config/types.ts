@@ -82,6 +82,8 @@ export interface WorkstationsConfig {
   limits: { memoryMb: number; cpus: number; processes: number; diskMb: number; tmpMb: number }
   sandbox: { uidBase: number; uidCount: number; runDir: string }
   docker?: { socketPath: string; image: string; command?: string[] }
+  /** code-server next to the terminal (process driver); absent: the terminal only. */
+  ide?: { dir: string }
   dir: string
   creditsPerMinute: number
   idleStopMinutes: number

@@ -52,6 +52,15 @@ export const workstationsSchema: JsonSchema = {
         command: { type: 'array', items: { type: 'string' }, description: "The container's command (default: the image's)." },
       },
     },
+    ide: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['dir'],
+      description: 'VS Code in the browser (code-server) in each workstation, at /workstations/:id/ide/, next to the terminal (process driver). Absent: the terminal only.',
+      properties: {
+        dir: { type: 'string', minLength: 1, description: 'Directory examples/workstation-image/install-code-server.sh installed Node 24 and code-server into (relative to gateway.yaml); mounted read-only in the sandbox. Missing files fail provisioning with the reason.' },
+      },
+    },
     dir: { type: 'string', default: './data/workstations', description: "Parent of the per-project data (disk images, logs), relative to gateway.yaml. Never visible to a workstation." },
     creditsPerMinute: { type: 'integer', minimum: 0, default: 1, description: "Credits charged to the project per started minute of running time (api type `workstation`)." },
     idleStopMinutes: { type: 'number', minimum: 0, default: 30, description: 'Stop a ready workstation after this long without traffic through the gateway (0 = never).' },

@@ -48,6 +48,7 @@ export async function startWorkstations(deps: WorkstationsDeps): Promise<Worksta
   const { config } = deps
   const log = deps.log.child({ component: 'workstations' })
   if (config.driver === 'docker' && !config.docker) throw new Error('workstations.driver docker needs workstations.docker (image)')
+  if (config.driver === 'docker' && config.ide) throw new Error('workstations.ide runs with the process driver only (the docker image does not carry code-server yet)')
   // Both drivers isolate the same way (own uid, disk image, unix socket, no network): see workspace.ts.
   const common = {
     root: resolve(deps.configDir, config.dir),
@@ -60,7 +61,7 @@ export async function startWorkstations(deps: WorkstationsDeps): Promise<Worksta
   }
   const driver = config.driver === 'docker'
     ? new DockerDriver({ ...common, ...config.docker!, stopGraceSeconds: 10 })
-    : new ProcessDriver({ ...common, warn: (message) => log.warn(message) })
+    : new ProcessDriver({ ...common, ide: config.ide ? resolve(deps.configDir, config.ide.dir) : undefined, warn: (message) => log.warn(message) })
   const service = new WorkstationService({
     store: deps.store,
     driver,

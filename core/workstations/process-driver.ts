@@ -21,6 +21,7 @@ import { createHash } from 'node:crypto'
 import { DriverError, type WorkstationDriver } from './driver.ts'
 import { createCgroup, removeCgroup } from './cgroups.ts'
 import { missingTool, sandboxCommand } from './sandbox.ts'
+import { ideMissing } from './ide.ts'
 import type { DriverHandle } from './states.ts'
 import { DEFAULT_LIMITS, processesOf, signalUid, Workspaces, type WorkstationLimits } from './workspace.ts'
 
@@ -40,6 +41,10 @@ export interface ProcessDriverOptions {
   runDir?: string
   /** Command run inside the sandbox as the workstation server (default: terminal-server.ts). Tests inject a failing one. */
   command?: (projectId: string) => { file: string; args: string[] }
+  /** The node binary the terminal server runs with (default: the gateway's own). */
+  node?: string
+  /** code-server's install directory (install-code-server.sh): run the IDE next to the terminal. */
+  ide?: string
   /** Called when a cap falls back to rlimits (no writable cgroups). */
   warn?: (message: string) => void
 }
@@ -111,6 +116,8 @@ export class ProcessDriver implements WorkstationDriver {
     Workspaces.requireRoot('the process driver')
     const missing = missingTool()
     if (missing) throw new DriverError(`the workstation sandbox needs ${missing} (Debian packages bubblewrap and util-linux); refusing to start an unsandboxed workstation`)
+    const ide = this.options.ide === undefined ? undefined : ideMissing(this.options.ide)
+    if (ide) throw new DriverError(`workstations.ide: ${ide}`)
   }
 
   async provision(projectId: string): Promise<void> {
@@ -126,7 +133,7 @@ export class ProcessDriver implements WorkstationDriver {
     rmSync(paths.socket, { force: true })
     const cgroup = createCgroup(this.cgroupKey(projectId), this.limits)
     if (!cgroup) this.options.warn?.('cgroups are not writable here: memory is capped per process (RLIMIT_AS), processes per uid (RLIMIT_NPROC), CPU not at all')
-    const { file, args } = sandboxCommand({ projectId, uid, paths, limits: this.limits, env: this.options.env ?? {}, cgroupProcs: cgroup?.procs ?? [], command: this.options.command?.(projectId) })
+    const { file, args } = sandboxCommand({ projectId, uid, paths, limits: this.limits, env: this.options.env ?? {}, cgroupProcs: cgroup?.procs ?? [], command: this.options.command?.(projectId), ide: this.options.ide, node: this.options.node })
     const log = openSync(paths.log, 'a', 0o600)
     let child
     try {

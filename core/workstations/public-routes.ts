@@ -16,16 +16,20 @@
  * same account is named as `workstationOwner`. The session cookie is removed before the request
  * reaches the workstation. Traffic counts as activity for the idle auto-stop.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { IdentitySessions, SESSION_COOKIE, sameIdentity, type OwnerIdentities } from './access.ts'
-import { withoutGatewayCookies } from '../http/gateway-cookies.ts'
 import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
+import { IDE_PATH } from './ide.ts'
+import { HOP, ideTarget, socketOf, upstreamHeaders } from './proxy-target.ts'
+import { bindingMatches, cookieOf, LINK_COOKIE, LINK_COOKIE_PATH, linkedPage, LOGIN_COOKIE, SlidingCounter } from './sign-in-cookies.ts'
+
+export { LINK_COOKIE, LINK_COOKIE_PATH, LOGIN_COOKIE } from './sign-in-cookies.ts'
 
 export interface PublicRoutesOptions {
   service: WorkstationService
@@ -42,29 +46,14 @@ export interface PublicRoutesOptions {
 }
 
 const PREFIX = '/workstations/'
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'host'])
 
 interface Refusal { status: number; code: string; message: string; location?: string }
+/** Where a request goes: the socket, the path there, and whether it is the IDE. */
+interface Routed { target: string; path: string; projectId: string; ide?: boolean }
 
 function sendJson(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers })
   res.end(JSON.stringify({ error: { code, message } }))
-}
-
-/** Request headers for the workstation: hop-by-hop and the gateway's session cookies removed. */
-function upstreamHeaders(req: IncomingMessage): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {}
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || HOP.has(name)) continue
-    if (name === 'cookie') {
-      // Cookies ignore ports: on one host the admin listener's session cookie comes along too.
-      const rest = withoutGatewayCookies(String(value))
-      if (rest !== undefined) out.cookie = rest
-      continue
-    }
-    out[name] = value
-  }
-  return out
 }
 
 /** An open proxied connection (a WebSocket or an HTTP exchange in flight) and how to cut it. */
@@ -151,7 +140,7 @@ export class WorkstationPublicRoutes {
         if (routed.location) return void res.writeHead(302, { location: routed.location, 'cache-control': 'no-store' }).end()
         return sendJson(res, routed.status, routed.code, routed.message)
       }
-      this.forward(req, res, routed.target, routed.path, routed.projectId)
+      this.forward(req, res, routed)
     } catch (error) {
       this.options.log.error({ err: error }, 'workstation route failed')
       if (!res.headersSent) sendJson(res, 500, 'internal_error', 'internal error')
@@ -178,8 +167,8 @@ export class WorkstationPublicRoutes {
       socket.on('close', () => upstream.destroy())
       this.track({ projectId: routed.projectId, req, cut: () => { socket.destroy(); upstream.destroy() } }, socket)
       upstream.on('connect', () => {
-        const headers = upstreamHeaders(req)
-        const lines = [`${req.method} ${routed.path} HTTP/1.1`, 'host: workstation', 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
+        const headers = { ...upstreamHeaders(req), ...this.hostHeaders(req, routed.ide) }
+        const lines = [`${req.method} ${routed.path} HTTP/1.1`, 'connection: Upgrade', `upgrade: ${req.headers.upgrade ?? 'websocket'}`]
         for (const [name, value] of Object.entries(headers)) for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`)
         upstream.write(`${lines.join('\r\n')}\r\n\r\n`)
         if (head.length) upstream.write(head)
@@ -197,7 +186,7 @@ export class WorkstationPublicRoutes {
   }
 
   /** Decides where a workstation request goes, or why not. */
-  private async route(req: IncomingMessage, url: URL): Promise<Refusal | { target: string; path: string; projectId: string }> {
+  private async route(req: IncomingMessage, url: URL): Promise<Refusal | Routed> {
     const rest = url.pathname.slice(PREFIX.length)
     const slash = rest.indexOf('/')
     let projectId: string
@@ -217,7 +206,12 @@ export class WorkstationPublicRoutes {
       return { status: 409, code: 'workstation_not_ready', message: `the workstation is ${state}, not ready` }
     }
     void this.options.service.touch(projectId).catch(() => {})
-    return { target, path: url.pathname.slice(PREFIX.length + slash) + url.search, projectId }
+    const path = url.pathname.slice(PREFIX.length + slash)
+    if (path === IDE_PATH.slice(0, -1)) return { status: 302, code: 'redirect', message: '', location: `${PREFIX}${encodeURIComponent(projectId)}${IDE_PATH}${url.search}` }
+    // The IDE (code-server, ide.ts) listens on its own socket next to the terminal's; its URLs are
+    // relative, so it is served with the prefix removed.
+    if (path.startsWith(IDE_PATH)) return { target: ideTarget(target), path: path.slice(IDE_PATH.length - 1) + url.search, projectId, ide: true }
+    return { target, path: path + url.search, projectId }
   }
 
   /** Whether the request's session may use the project's workstation now; the refusal otherwise. */
@@ -249,6 +243,17 @@ export class WorkstationPublicRoutes {
     return undefined
   }
 
+  /**
+   * Host headers for the workstation. code-server refuses a WebSocket whose Origin is not its
+   * (forwarded) host; the gateway has checked the Origin against the public origin already, so the
+   * IDE is told that host, never one the client sent.
+   */
+  private hostHeaders(req: IncomingMessage, ide: boolean | undefined): Record<string, string> {
+    if (!ide) return { host: 'workstation' }
+    const origin = new URL(this.publicOrigin(req))
+    return { host: 'workstation', 'x-forwarded-host': origin.host, 'x-forwarded-proto': origin.protocol.slice(0, -1) }
+  }
+
   /** The origin browsers reach the public listener at: `publicUrl`'s, else the request's Host over this listener's scheme. */
   private publicOrigin(req: IncomingMessage): string {
     if (this.options.publicUrl) return new URL(this.options.publicUrl).origin
@@ -256,8 +261,8 @@ export class WorkstationPublicRoutes {
     return `${scheme}://${req.headers.host ?? ''}`
   }
 
-  private forward(req: IncomingMessage, res: ServerResponse, target: string, path: string, projectId: string): void {
-    const upstream = httpRequest({ socketPath: socketOf(target), method: req.method, path, headers: { ...upstreamHeaders(req), host: 'workstation' } }, (answer) => {
+  private forward(req: IncomingMessage, res: ServerResponse, { target, path, projectId, ide }: Routed): void {
+    const upstream = httpRequest({ socketPath: socketOf(target), method: req.method, path, headers: { ...upstreamHeaders(req), ...this.hostHeaders(req, ide) } }, (answer) => {
       const headers: Record<string, string | string[]> = {}
       // The workstation is the tenant's: it sets no cookie on the gateway's origin (no cookie
       // tossing over the session cookies) and is never framed by another site.
@@ -359,62 +364,4 @@ export class WorkstationPublicRoutes {
       throw error
     }
   }
-}
-
-/**
- * The unix socket of a workstation's server (`unix:/path`). Drivers give no other kind of target:
- * a TCP port on loopback would be open to every local process.
- */
-function socketOf(target: string): string {
-  if (!target.startsWith('unix:/')) throw new Error(`workstation target ${JSON.stringify(target)} is not a unix socket`)
-  return target.slice('unix:'.length)
-}
-
-/** The cookie that binds a link sign-in to the browser that started it (set by the admin API's POST …/link). */
-export const LINK_COOKIE = 'tollgate_link'
-/** The cookie that binds a plain workstation sign-in to the browser that started it (GET /workstations/_auth/login). */
-export const LOGIN_COOKIE = 'tollgate_ws_login'
-
-/** Events per key within a sliding window (in memory: a limit per instance). */
-class SlidingCounter {
-  private readonly hits = new Map<string, number[]>()
-  constructor(private readonly windowMs: number) {}
-
-  /** Counts one event for `key` if fewer than `limit` happened within the window; false when over. */
-  take(key: string, limit: number): boolean {
-    const now = Date.now()
-    const recent = (this.hits.get(key) ?? []).filter((at) => now - at < this.windowMs)
-    if (recent.length >= limit) {
-      this.hits.set(key, recent)
-      return false
-    }
-    recent.push(now)
-    this.hits.set(key, recent)
-    if (this.hits.size > 10_000) for (const [k, v] of this.hits) if (!v.some((at) => now - at < this.windowMs)) this.hits.delete(k)
-    return true
-  }
-}
-
-/** Sent only to the sign-in callback: cookies ignore ports, so one set by the admin listener reaches the public one on the same host. */
-export const LINK_COOKIE_PATH = `${PREFIX}_auth/`
-
-function cookieOf(req: IncomingMessage, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const at = part.indexOf('=')
-    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim()
-  }
-  return undefined
-}
-
-function bindingMatches(presented: string | undefined, expectedHash: string): boolean {
-  if (!presented) return false
-  const actual = createHash('sha256').update(presented).digest()
-  const expected = Buffer.from(expectedHash, 'hex')
-  return expected.length === actual.length && timingSafeEqual(actual, expected)
-}
-
-/** The end of a link sign-in that named no dashboard page to go back to (no script, no style). */
-function linkedPage(res: ServerResponse): void {
-  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'none'" })
-  res.end('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Identity linked</title></head><body><h1>Identity linked</h1><p>Your identity-provider account is linked to your tollgate account. You can close this tab.</p></body></html>')
 }

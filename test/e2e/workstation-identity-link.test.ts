@@ -87,6 +87,26 @@ async function status(gw: GatewayProcess, cookie: string, path = '/workstations/
   return { status: answer.statusCode, code }
 }
 
+/** Opens the terminal's WebSocket as `cookie` and keeps it open (rejects when refused). */
+async function openSocket(gw: GatewayProcess, cookie: string): Promise<WebSocket> {
+  const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie, origin: gw.url } })
+  await new Promise((resolve, reject) => {
+    socket.once('open', resolve)
+    socket.once('unexpected-response', (_req, res) => reject(new Error(`refused ${res.statusCode}`)))
+    socket.once('error', reject)
+  })
+  return socket
+}
+
+/** Milliseconds until `socket` closes, or Infinity if it is still open after `limitMs`. */
+function closesWithin(socket: WebSocket, limitMs: number): Promise<number> {
+  const since = performance.now()
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => { socket.terminate(); resolve(Infinity) }, limitMs)
+    socket.once('close', () => { clearTimeout(timer); resolve(performance.now() - since) })
+  })
+}
+
 async function socketStatus(gw: GatewayProcess, cookie: string): Promise<number | 'open'> {
   const socket = new WebSocket(`${gw.url.replace('http', 'ws')}/workstations/p1/pty`, { headers: { cookie, origin: gw.url } })
   return new Promise((resolve, reject) => {
@@ -168,10 +188,23 @@ t.test('identity link: linked owner passes, others refused, unlink refuses, sess
   // Unlink: the same workstation session is refused from then on.
   const noCsrfUnlink = await alice.call('DELETE', '/admin/account/identity', undefined, { csrf: false })
   t.equal(noCsrfUnlink.status, 403, 'unlink needs the CSRF token too')
+  const held = await openSocket(gw, aliceWs)
   t.same((await alice.call('DELETE', '/admin/account/identity')).json, { linked: false })
+  const unlinkCut = await closesWithin(held, 10_000)
+  t.ok(unlinkCut <= 5_000, `unlinking closed the open WebSocket within 5 s (${unlinkCut.toFixed(0)} ms)`)
   t.same((await alice.call('DELETE', '/admin/account/identity')).json.error.code, 'identity_not_linked')
   t.same(await status(gw, aliceWs), { status: 403, code: 'workstation_identity_not_linked' }, 'unlinked → refused')
   t.equal(await socketStatus(gw, aliceWs), 403)
+
+  // Removing the user: alice links again, opens a shell, and an operator removes her account.
+  const aliceAgain = await link(t, alice, 'alice-idp')
+  const again = await openSocket(gw, aliceAgain)
+  const users = (await operator(gw, 'GET', '/admin/users')).body.users as { id: string; email: string }[]
+  const aliceId = users.find((user) => user.email === 'alice@example.com')!.id
+  t.equal((await operator(gw, 'DELETE', `/admin/users/${aliceId}`)).status, 200, 'the operator removes alice')
+  const removalCut = await closesWithin(again, 10_000)
+  t.ok(removalCut <= 5_000, `removing the user closed the open WebSocket within 5 s (${removalCut.toFixed(0)} ms)`)
+  t.equal((await status(gw, aliceAgain)).status, 403, 'and the session is refused from then on')
 
   t.equal((await operator(gw, 'DELETE', '/admin/projects/p1/workstation')).status, 202)
   await until('gone', async () => (await operator(gw, 'GET', '/admin/projects/p1/workstation')).body.state === 'absent', 60_000)
