@@ -40,7 +40,7 @@ for (const spec of specs) {
   const prof = process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.PROF, '--cpu-prof-name', `${engine}-${root.replaceAll('/', '_')}.cpuprofile`] : []
   const proc = startPinned(spec, PROXY_CORE, process.execPath, [...prof, join(root, 'bin/tollgate.js'), 'start', '-c', join(d, 'gateway.yaml')])
   const url = `http://127.0.0.1:${port}/bench/${BENCH_KEY}`
-  await waitForHttp(url, proc, 200, 90_000)
+  await waitForHttp(url, proc, 200, 240_000)
   gws.push({ spec, engine, proc, url, rps: [] as number[], cpu: [] as number[], pgc: [] as number[], rc: [] as number[] })
 }
 for (const g of gws) await runWrk(g.url, 2, 50)

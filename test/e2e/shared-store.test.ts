@@ -35,7 +35,7 @@ t.test('shared engine, two instances', async (t) => {
     const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) => send(pools[i % 2]!, 'rpc', `c-${i}`)))
     const served = answers.filter((r) => r.status === 200)
     t.equal(served.length, 100, '100 served across both instances')
-    t.equal(answers.filter((r) => r.status === 402 && r.code === 'credits_exhausted').length, 900, '900 refused with 402 credits_exhausted')
+    t.equal(answers.filter((r) => r.status === 402 && r.code === 'credits_exhausted').length, 900, `900 refused with 402 credits_exhausted (others: ${JSON.stringify(answers.filter((r) => r.status !== 200 && r.status !== 402).map((r) => [r.status, r.code]).slice(0, 5))})`)
     t.ok(served.some((r) => Number(r.id.slice(2)) % 2 === 0) && served.some((r) => Number(r.id.slice(2)) % 2 === 1), 'both instances served some')
     const state = await ledger(schema)
     t.equal(state.used, 100, 'the balance row says 100')

@@ -59,6 +59,8 @@ interface Lease {
   seenGranted: number
   /** Credits drawn (charged) from this lease since PostgreSQL last said `seenUsed`. */
   drawnSinceSeen: number
+  /** Draws committed since the last top-up or shrink was sent (each folds the lease's draws). */
+  unfolded: number
   /** Reserved from since the last idle check. */
   active: boolean
   /** Hands out nothing more; ended once nothing is held. */
@@ -185,6 +187,7 @@ export class CreditLeases {
           throw errors.storeUnavailable(`credit reservation ${id} expired while the store was unreachable; the request is not charged`)
         }
         lease.drawnSinceSeen += hold.amount
+        lease.unfolded++
         if (outcome === true) this.giveBack(lease)
       },
       (error: unknown) => {
@@ -244,8 +247,10 @@ export class CreditLeases {
    */
   idleCheck(): void {
     for (const lease of this.leases.values()) {
-      if (lease.active) lease.active = false
-      else if (lease.held === 0) this.retire(lease)
+      if (lease.active) {
+        lease.active = false
+        this.fold(lease)
+      } else if (lease.held === 0) this.retire(lease)
       else this.giveBack(lease)
     }
     for (const lease of this.ending.values()) this.sendEnd(lease)
@@ -279,8 +284,21 @@ export class CreditLeases {
     this.endIfIdle(lease)
   }
 
+  /**
+   * The periodic fold (core migration 6): draws append rows that a top-up or shrink of the lease
+   * folds into the lease and balance rows; a lease drawn from but not topped up meanwhile is sent a
+   * shrink of 0, which gives nothing back and folds them, so the draw rows stay few.
+   */
+  private fold(lease: Lease): void {
+    if (lease.unfolded === 0 || lease.closed) return
+    lease.unfolded = 0
+    this.batch.enqueue({ o: 'shrink', i: lease.id, n: 0 }).catch(() => {
+      // Nothing was given back either way; the next top-up, shrink or end folds them.
+    })
+  }
+
   private open(key: string, projectId: string, period: string): Lease {
-    const lease: Lease = { key, id: `lease:${this.owner}:${++this.sequence}`, projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, active: true, closed: false }
+    const lease: Lease = { key, id: `lease:${this.owner}:${++this.sequence}`, projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, unfolded: 0, active: true, closed: false }
     this.leases.set(key, lease)
     return lease
   }
@@ -306,6 +324,7 @@ export class CreditLeases {
    * credits), else undefined.
    */
   private topUp(lease: Lease, allocation: number, need: number): Promise<Refusal | undefined> {
+    lease.unfolded = 0
     const asked = this.batch.enqueue<TopUpResult>({ o: 'lease', i: lease.id, p: lease.projectId, e: lease.period, a: allocation, n: Math.max(this.size, need), m: need }).then(
       (result) => {
         if (result === 'expired') {
@@ -347,6 +366,7 @@ export class CreditLeases {
     if (lease.closed || lease.free <= 0) return
     const amount = lease.free
     lease.free = 0
+    lease.unfolded = 0
     this.batch.enqueue({ o: 'shrink', i: lease.id, n: amount }).catch(() => {
       // Unknown whether they went back: the end gives back whatever the row still has.
       this.retire(lease)

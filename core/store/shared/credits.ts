@@ -45,10 +45,11 @@ const done = Promise.resolve()
 
 /**
  * A period's balance as a reader sees it: committed charges plus pending holds, without the credits
- * instances hold in leases (credit-leases.ts), which no request has taken yet.
+ * instances hold in leases (credit-leases.ts), which no request has taken yet: a lease's `charged`
+ * less its draws not yet folded (core migration 6, append-draws-migration.ts).
  */
-const BALANCE_SQL = `SELECT b.used + b.pending - coalesce((SELECT sum(l.charged) FROM credit_holds l
-  WHERE l.project_id = b.project_id AND l.period = b.period AND l.state = 'pending' AND l.api_type = 'lease'), 0) AS used, b.granted
+const BALANCE_SQL = `SELECT b.used + b.pending - coalesce((SELECT sum(l.charged - coalesce((SELECT sum(d.amount) FROM credit_draws d WHERE d.lease_id = l.id), 0))
+  FROM credit_holds l WHERE l.project_id = b.project_id AND l.period = b.period AND l.state = 'pending' AND l.api_type = 'lease'), 0) AS used, b.granted
   FROM credit_balances b WHERE b.project_id = $1 AND b.period = $2`
 
 /** The credit operations of the shared store. */

@@ -29,8 +29,8 @@ import type {
   UsageRow,
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
-import { CreditLeases, IDLE_MS, RETRY_DELAYS_MS } from './credit-leases.ts'
-import { carryInPostgres, carryMigrations } from './credit-carries.ts'
+import { CreditLeases, IDLE_MS } from './credit-leases.ts'
+import { carryInPostgres, carryMigrations, recallLeases } from './credit-carries.ts'
 import { checkCarry } from '../credit-balance.ts'
 import { documentRevisionMigrations, SharedDocumentCollection } from './documents.ts'
 import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
@@ -270,28 +270,13 @@ export class SharedStore implements Store {
     checkCarry(carry)
     if (this.leases !== undefined) {
       this.leases.returnLease(carry.projectId, carry.from)
-      await this.recallLeases(carry.projectId, carry.from)
+      await this.batch.idle()
+      await recallLeases(this.pool, carry.projectId, carry.from, this.instanceId)
     }
     await this.batch.idle()
     const { created, amount } = await carryInPostgres(this.pool, carry)
     const [from, to] = await Promise.all([this.balance(carry.projectId, carry.from, carry.fromAllocation), this.balance(carry.projectId, carry.to, carry.toAllocation)])
     return { created, amount, from, to }
-  }
-
-  /** Marks other instances' leases of a period recalled and waits (about 0.6 s at most) until they gave back. */
-  private async recallLeases(projectId: string, period: string): Promise<void> {
-    const lease = `project_id = $1 AND period = $2 AND state = 'pending' AND api_type = 'lease' AND owner <> $3`
-    try {
-      await this.batch.idle()
-      await this.pool.query(`UPDATE credit_holds SET recall = true WHERE ${lease} AND charged > 0 AND NOT recall`, [projectId, period, this.instanceId])
-      for (const delay of [...RETRY_DELAYS_MS, 0]) {
-        const { rows } = await this.pool.query<{ n: number }>(`SELECT count(*) AS n FROM credit_holds WHERE ${lease} AND recall AND charged > 0`, [projectId, period, this.instanceId])
-        if (Number(rows[0]?.n ?? 0) === 0 || delay === 0) return
-        await new Promise((resolve) => setTimeout(resolve, delay))
-      }
-    } catch (error) {
-      throw pgFailure(error)
-    }
   }
 
   creditLedger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {

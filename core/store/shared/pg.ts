@@ -4,8 +4,11 @@
  *
  * Group commit ({@link PgBatcher}): writes queued during one event-loop turn are sent together at the
  * next check phase (setImmediate) as ONE call of `tollgate_apply`, one transaction and one round
- * trip. One batch is in flight at a time: what is queued meanwhile leaves as the next batch as soon
- * as it returns, so the batch grows with the load instead of the number of round trips. Every op's
+ * trip. Batches of lease ops (draw, lease, shrink) may be in flight side by side, up to
+ * {@link DEFAULT_BATCHES_IN_FLIGHT} on connections of their own, so the WAL flush one waits for hides
+ * behind the others (core migration 6: draws append and share their lease row); any other batch is in
+ * flight alone, in queue order. What is queued while no room is left leaves as the next batch as soon
+ * as one returns, so batches grow with the load instead of the number of round trips. Every op's
  * promise settles after its batch's COMMIT returned. A batch that PostgreSQL rolled back for a
  * serialization failure or a deadlock (40001, 40P01) is sent again, at most {@link RETRY_JITTER_MS}
  * times after a random pause: nothing of it happened, so that is safe, and its requests do not see a
@@ -98,6 +101,8 @@ export interface PgBatchStats {
   ops: number
   /** Batches sent again after a serialization failure or a deadlock. */
   retries: number
+  /** Most batches that were in flight at once. */
+  peakInFlight: number
 }
 
 /** SQLSTATEs after which the whole transaction rolled back and the batch is sent again. */
@@ -132,26 +137,49 @@ function serialise(batch: Queued[]): string {
   return text + ']'
 }
 
+/**
+ * Ops whose batches may be in flight side by side (core migration 6, append-draws-migration.ts): an
+ * instance's lease ops. Draws of concurrent batches share their lease row and append; a top-up or a
+ * shrink waits for the draws in flight on its lease (row lock), and its caller never depends on a
+ * draw queued before it that is still in flight (credit-leases.ts ends a lease only once no request
+ * holds part of it, and gives back only credits no request holds). Every other op (reserve, commit,
+ * release, refund, grant, documents) goes in a batch that runs alone, in queue order, as before.
+ */
+const PARALLEL_OPS = new Set(['draw', 'lease', 'shrink'])
+
+/** Most batches of lease ops in flight at once, each on its own connection (default). */
+export const DEFAULT_BATCHES_IN_FLIGHT = 4
+
 /** Group commit over `tollgate_apply` (see the top of this file). */
 export class PgBatcher {
   private queue: Queued[] = []
   private scheduled = false
-  private inFlight: Promise<void> | undefined
-  private readonly counters: PgBatchStats = { batches: 0, ops: 0, retries: 0 }
+  /** Batches in flight; a batch that is not all lease ops runs alone (`alone`). */
+  private readonly inFlight = new Set<Promise<void>>()
+  private alone = false
+  private readonly counters: PgBatchStats = { batches: 0, ops: 0, retries: 0, peakInFlight: 0 }
   private closed = false
   private lastBatchFailed = false
   /**
-   * The connection batches go out on, kept between batches (one batch is in flight at a time):
-   * a pool checkout and release per batch cost more than the rest of its client-side work.
-   * Dropped (and destroyed) after any error; the next batch checks out a fresh one.
+   * Connections batches go out on, kept between batches: a pool checkout and release per batch
+   * cost more than the rest of its client-side work. One per batch in flight; a connection is
+   * dropped (and destroyed) after any error, and the next batch checks out a fresh one.
    */
-  private client: pg.PoolClient | undefined
+  private readonly clients: pg.PoolClient[] = []
+  private readonly held = new Set<pg.PoolClient>()
 
   constructor(
     private readonly pool: pg.Pool,
     private readonly owner: string,
     private readonly creditCommit: CreditCommit = 'durable',
-  ) {}
+    batchesInFlight = DEFAULT_BATCHES_IN_FLIGHT,
+  ) {
+    // Two of the pool's connections stay for everything else (reads, heartbeat, reaper, usage).
+    const poolMax = (pool as pg.Pool & { options?: { max?: number } }).options?.max ?? 10
+    this.batchesInFlight = Math.max(1, Math.min(batchesInFlight, poolMax - 2))
+  }
+
+  private readonly batchesInFlight: number
 
   /** Queues `op`; resolves with its result once its batch has committed. */
   enqueue<T>(op: ApplyOp): Promise<T> {
@@ -164,9 +192,9 @@ export class PgBatcher {
 
   /** Resolves once everything queued before the call has been applied (or has failed). */
   async idle(): Promise<void> {
-    while (this.inFlight !== undefined || this.queue.length > 0) {
-      if (this.inFlight === undefined) this.flush()
-      await this.inFlight?.catch(() => {})
+    while (this.inFlight.size > 0 || this.queue.length > 0) {
+      if (this.inFlight.size === 0) this.flush()
+      await Promise.all([...this.inFlight].map((batch) => batch.catch(() => {})))
     }
   }
 
@@ -183,11 +211,11 @@ export class PgBatcher {
   async close(): Promise<void> {
     await this.idle()
     this.closed = true
-    this.dropClient()
+    for (const client of [...this.held]) this.dropClient(client)
   }
 
   private schedule(): void {
-    if (this.scheduled || this.inFlight !== undefined) return
+    if (this.scheduled) return
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
@@ -195,34 +223,51 @@ export class PgBatcher {
     })
   }
 
+  /** Sends what the queue's head allows: lease-op batches while there is room, any other batch alone. */
   private flush(): void {
-    if (this.inFlight !== undefined || this.queue.length === 0) return
-    const batch = this.queue.length <= MAX_BATCH_OPS ? this.queue : this.queue.slice(0, MAX_BATCH_OPS)
-    this.queue = this.queue.length <= MAX_BATCH_OPS ? [] : this.queue.slice(MAX_BATCH_OPS)
-    this.inFlight = this.run(batch).finally(() => {
-      this.inFlight = undefined
-      if (this.queue.length > 0) this.schedule()
-    })
+    while (this.queue.length > 0 && !this.alone && this.inFlight.size < this.batchesInFlight) {
+      let count = 0
+      while (count < this.queue.length && count < MAX_BATCH_OPS && PARALLEL_OPS.has(this.queue[count]!.op.o)) count++
+      let alone = false
+      if (count === 0) {
+        // A batch that runs alone waits for every batch before it, and takes what follows it too.
+        if (this.inFlight.size > 0) return
+        count = Math.min(this.queue.length, MAX_BATCH_OPS)
+        alone = true
+      }
+      const batch = count === this.queue.length ? this.queue : this.queue.slice(0, count)
+      this.queue = count === this.queue.length ? [] : this.queue.slice(count)
+      this.alone = alone
+      const running: Promise<void> = this.run(batch).finally(() => {
+        this.inFlight.delete(running)
+        if (alone) this.alone = false
+        if (this.queue.length > 0) this.schedule()
+      })
+      this.inFlight.add(running)
+      if (this.inFlight.size > this.counters.peakInFlight) this.counters.peakInFlight = this.inFlight.size
+    }
   }
 
   private async checkOut(): Promise<pg.PoolClient> {
+    const kept = this.clients.pop()
+    if (kept !== undefined) return kept
     const client = await this.pool.connect()
     // Held between batches, the client is not the pool's idle one: its connection errors (server
     // gone while no batch runs) are ours to catch, else they would be an unhandled 'error' event.
-    client.on('error', this.onClientError)
-    this.client = client
+    const onError = (error: Error) => this.dropClient(client, error)
+    ;(client as pg.PoolClient & { tollgateOnError?: (error: Error) => void }).tollgateOnError = onError
+    client.on('error', onError)
+    this.held.add(client)
     return client
   }
 
-  private readonly onClientError = (error: Error): void => {
-    if (this.client !== undefined) this.dropClient(this.client, error)
-  }
-
-  /** Gives the held client back: destroyed when `error` is given, else kept by the pool. */
-  private dropClient(client = this.client, error?: Error): void {
-    if (client === undefined || client !== this.client) return
-    this.client = undefined
-    client.off('error', this.onClientError)
+  /** Gives a held client back to the pool: destroyed when `error` is given, else kept by the pool. */
+  private dropClient(client: pg.PoolClient, error?: Error): void {
+    if (!this.held.delete(client)) return
+    const at = this.clients.indexOf(client)
+    if (at >= 0) this.clients.splice(at, 1)
+    const onError = (client as pg.PoolClient & { tollgateOnError?: (error: Error) => void }).tollgateOnError
+    if (onError !== undefined) client.off('error', onError)
     client.release(error)
   }
 
@@ -232,8 +277,8 @@ export class PgBatcher {
     try {
       const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.op.o)) ? APPLY_ASYNC : APPLY
       const values = [serialise(batch), this.owner]
+      client = await this.checkOut()
       for (let retry = 0; ; retry++) {
-        client = this.client ?? (await this.checkOut())
         try {
           const { rows } = await client.query<{ r: unknown[] }>({ ...statement, values })
           results = rows[0]!.r
@@ -250,6 +295,7 @@ export class PgBatcher {
       this.lastBatchFailed = false
       this.counters.batches++
       this.counters.ops += batch.length
+      if (this.held.has(client)) this.clients.push(client)
     } catch (error) {
       if (client !== undefined) this.dropClient(client, error as Error)
       this.lastBatchFailed = true

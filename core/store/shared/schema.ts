@@ -18,6 +18,7 @@
 import { creditGrantsMigration } from './credit-grants-migration.ts'
 import { creditLeasesMigration } from './credit-leases-migration.ts'
 import { lockOrderMigration } from './lock-order-migration.ts'
+import { appendDrawsMigration } from './append-draws-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -223,5 +224,6 @@ export const coreMigrations: MigrationSet = {
     { version: 3, name: 'tollgate_apply: one write per balance row per batch', sql: V3_APPLY },
     creditLeasesMigration,
     lockOrderMigration,
+    appendDrawsMigration,
   ],
 }

@@ -64,7 +64,11 @@ await Promise.all(Array.from({ length: 20 }, async () => {
   const { rows } = await client.query<{ id: string; charged: number }>(`SELECT id, charged FROM "${schema}".credit_holds WHERE id LIKE 'c-%' AND state = 'committed'`)
   const charged = new Map(rows.map((row) => [row.id, Number(row.charged)]))
   const lost = [...answered].filter((id) => charged.get(id) !== 1)
-  const { rows: [balance] } = await client.query<{ used: string }>(`SELECT used FROM "${schema}".credit_balances WHERE project_id = 'demo'`)
+  // Draws of the killed instance's lease not folded yet (core migration 6) count as used, as every reader counts them.
+  const { rows: [balance] } = await client.query<{ used: string }>(
+    `SELECT b.used + coalesce((SELECT sum(d.amount) FROM "${schema}".credit_draws d JOIN "${schema}".credit_holds l ON l.id = d.lease_id WHERE l.project_id = b.project_id AND l.period = b.period), 0) AS used
+     FROM "${schema}".credit_balances b WHERE b.project_id = 'demo'`,
+  )
   t.comment(`figure: ${answered.size} charges answered before the SIGKILL, ${charged.size} in the ledger`)
   t.ok(answered.size >= 2000, 'the charger was killed mid-load')
   t.same(lost, [], 'every answered charge is in the ledger, for 1 credit')
