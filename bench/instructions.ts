@@ -101,7 +101,8 @@ export function namedCosts(file: string, perfMap?: string): { total: number; byN
     if (address && map) key = lookup(map, parseInt(address[1], 16)) ?? '(unnamed JIT code)'
     else if (address) key = '(unnamed JIT code)'
     if (COMPILER.test(key)) key = COMPILER_KEY
-    key = key.replace(ROOT, '').replace(/^.*node_modules\//, 'node_modules/').replace(/file:\/\/\S*?node_modules\//, 'node_modules/').replace(/file:\/\//, '')
+    // A revision unpacked beside this checkout (bench:guard's baseline) names its files like ours.
+    key = key.replace(ROOT, '').replace(/\/tmp\/tollgate-[^/ ]+\/(?:baseline|revision)\//g, '').replace(/^.*node_modules\//, 'node_modules/').replace(/file:\/\/\S*?node_modules\//, 'node_modules/').replace(/file:\/\//, '')
     byName.set(key, (byName.get(key) ?? 0) + instructions)
   }
   return { total, byName }
