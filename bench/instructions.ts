@@ -118,7 +118,7 @@ function callgrindControl(pid: number, ...flags: string[]): void {
  * keep-alive timeout (between phases, while callgrind writes a dump), so none is carried over.
  */
 async function sendRequests(origin: string, path: string, count: number, connections: number): Promise<void> {
-  const pool = new Pool(origin, { connections, headersTimeout: 300_000, bodyTimeout: 300_000 })
+  const pool = new Pool(origin, { connections, headersTimeout: 3_600_000, bodyTimeout: 3_600_000 })
   try {
     await sendOn(pool, path, count, connections)
   } finally {
