@@ -101,7 +101,8 @@ export function namedCosts(file: string, perfMap?: string): { total: number; byN
     if (address && map) key = lookup(map, parseInt(address[1], 16)) ?? '(unnamed JIT code)'
     else if (address) key = '(unnamed JIT code)'
     if (COMPILER.test(key)) key = COMPILER_KEY
-    key = key.replace(ROOT, '').replace(/^.*node_modules\//, 'node_modules/').replace(/file:\/\/\S*?node_modules\//, 'node_modules/').replace(/file:\/\//, '')
+    // A revision unpacked beside this checkout (bench:guard's baseline) names its files like ours.
+    key = key.replace(ROOT, '').replace(/\/tmp\/tollgate-[^/ ]+\/(?:baseline|revision)\//g, '').replace(/^.*node_modules\//, 'node_modules/').replace(/file:\/\/\S*?node_modules\//, 'node_modules/').replace(/file:\/\//, '')
     byName.set(key, (byName.get(key) ?? 0) + instructions)
   }
   return { total, byName }
@@ -117,7 +118,7 @@ function callgrindControl(pid: number, ...flags: string[]): void {
  * keep-alive timeout (between phases, while callgrind writes a dump), so none is carried over.
  */
 async function sendRequests(origin: string, path: string, count: number, connections: number): Promise<void> {
-  const pool = new Pool(origin, { connections, headersTimeout: 300_000, bodyTimeout: 300_000 })
+  const pool = new Pool(origin, { connections, headersTimeout: 3_600_000, bodyTimeout: 3_600_000 })
   try {
     await sendOn(pool, path, count, connections)
   } finally {

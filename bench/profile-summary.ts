@@ -25,12 +25,19 @@ interface CpuProfile {
 }
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
+/** Checkouts beside this one (a revision the benches unpacked): their files are named like ours, so profiles of the two compare by function. */
+const otherRoots: string[] = []
+export function addSourceRoot(dir: string): void {
+  otherRoots.push(dir.endsWith('/') ? dir : dir + '/')
+}
 const IDLE = new Set(['(idle)', '(program)', '(root)'])
 
 function keyOf(node: ProfileNode, mapLine: PositionMapper): string {
   const { functionName, url, lineNumber, columnNumber } = node.callFrame
   const path = url.replace(/^file:\/\//, '')
-  const file = path.replace(ROOT, '').replace(/^.*node_modules\//, 'node_modules/')
+  let file = path.replace(ROOT, '')
+  for (const root of otherRoots) file = file.replace(root, '')
+  file = file.replace(/^.*node_modules\//, 'node_modules/')
   const line = path.endsWith('.ts') ? (mapLine(path, lineNumber, columnNumber) ?? lineNumber + 1) : lineNumber + 1
   return `${file || '(native)'}:${functionName || '(anonymous)'}${file && lineNumber >= 0 ? `@${line}` : ''}`
 }
@@ -143,6 +150,15 @@ export function compareProfiles(file: string, requests: number, other: string, o
     for (const [key, us] of self) areas.set(areaOf(key), (areas.get(areaOf(key)) ?? 0) + us)
     return areas
   }
+  // Without line numbers: the same function of two revisions often sits on another line.
+  const byFunction = (self: Map<string, number>) => {
+    const functions = new Map<string, number>()
+    for (const [key, us] of self) {
+      const name = key.replace(/@\d+$/, '')
+      functions.set(name, (functions.get(name) ?? 0) + us)
+    }
+    return functions
+  }
   const table = (left: Map<string, number>, right: Map<string, number>) =>
     [...new Set([...left.keys(), ...right.keys()])]
       .map((key) => ({ key, l: (left.get(key) ?? 0) / requests, r: (right.get(key) ?? 0) / otherRequests }))
@@ -162,7 +178,7 @@ export function compareProfiles(file: string, requests: number, other: string, o
     '### Self time by file:function',
     '',
     ...head,
-    table(a.self, b.self),
+    table(byFunction(a.self), byFunction(b.self)),
   ].join('\n')
 }
 

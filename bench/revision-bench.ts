@@ -6,20 +6,24 @@
  * 2×. Prints a markdown table; asserts nothing.
  *
  *   node --import tsx bench/revision-bench.ts [--baseline HEAD] [--rounds 8] [--duration 4]
- *                                             [--connections 50] [--chain empty|typical]
+ *                                             [--connections 50] [--chain empty|typical] [--profile]
+ *
+ * `--profile` runs both gateways with `--cpu-prof` and prints where their µs per request differ
+ * (bench/profile-summary.ts, working tree − baseline, warm-up requests included in both).
  *
  * The baseline is `git archive <rev>` unpacked into a temp dir with a link to this tree's
  * node_modules (so a revision whose dependencies differ is measured with today's). Every process is
  * stopped by its PID at the end, on failure and on SIGINT.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { runWrk } from './lib/load.ts'
-import { cpuMicros, freePort, killAllSync, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
+import { cpuMicros, freePort, killAllSync, pinSelf, startPinned, stopAll, stopProcess, waitForHttp, type Managed } from './lib/processes.ts'
+import { addSourceRoot, compareProfiles } from './profile-summary.ts'
 import { median } from './lib/report.ts'
 import { unpackRevision } from './lib/revision.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
@@ -33,6 +37,7 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '4' },
     connections: { type: 'string', default: '50' },
     chain: { type: 'string', default: 'empty' },
+    profile: { type: 'boolean', default: false },
   },
 })
 
@@ -53,16 +58,22 @@ interface Gateway {
   url: string
   cpuPerRequest: number[]
   rps: number[]
+  /** Requests served, warm-up included (for the profile's µs per request). */
+  served: number
+  profileDir?: string
 }
 
 async function startGateway(label: string, root: string, dir: string, upstreamUrl: string): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()]
   const config = join(mkdtempSync(join(dir, 'gateway-')), 'gateway.yaml')
   writeFileSync(config, tollgateConfig({ port, adminPort, upstreamUrl, empty: true, typical: true }))
-  const proc = startPinned(label, PROXY_CORE, process.execPath, [join(root, 'bin/tollgate.js'), 'start', '-c', config])
+  const profileDir = values.profile ? join(dirname(config), 'profile') : undefined
+  if (profileDir) mkdirSync(profileDir)
+  const flags = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []
+  const proc = startPinned(label, PROXY_CORE, process.execPath, [...flags, join(root, 'bin/tollgate.js'), 'start', '-c', config])
   const url = `http://127.0.0.1:${port}${routePath}`
   await waitForHttp(url, proc, 200, 30_000)
-  return { label, proc, url, cpuPerRequest: [], rps: [] }
+  return { label, proc, url, cpuPerRequest: [], rps: [], served: 1, profileDir }
 }
 
 async function main(): Promise<void> {
@@ -74,7 +85,7 @@ async function main(): Promise<void> {
     const revision = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', values.baseline]).toString().trim()
     const upstream = await startUpstream(dir)
     const gateways = [await startGateway(`baseline ${revision}`, baselineRoot, dir, upstream.url), await startGateway('working tree', ROOT, dir, upstream.url)]
-    for (const gateway of gateways) await runWrk(gateway.url, 3, connections)
+    for (const gateway of gateways) gateway.served += (await runWrk(gateway.url, 3, connections)).requests
     for (let r = 0; r < rounds; r++) {
       for (const gateway of r % 2 ? [...gateways].reverse() : gateways) {
         const before = cpuMicros(gateway.proc.pid)
@@ -82,6 +93,7 @@ async function main(): Promise<void> {
         if (load.failures) throw new Error(`${gateway.label}: ${load.failures} failed requests in round ${r + 1}`)
         gateway.cpuPerRequest.push((cpuMicros(gateway.proc.pid) - before) / Math.max(load.requests, 1))
         gateway.rps.push(load.rps)
+        gateway.served += load.requests
       }
       console.error(`[revision-bench] round ${r + 1}/${rounds}: ${gateways.map((g) => `${g.label} ${g.cpuPerRequest[r].toFixed(1)} µs/req`).join(', ')}`)
     }
@@ -92,6 +104,14 @@ async function main(): Promise<void> {
     for (const g of gateways) console.log(`| ${g.label} | ${median(g.cpuPerRequest).toFixed(1)} | ${g.cpuPerRequest.map((v) => v.toFixed(0)).join(' / ')} | ${median(g.rps).toFixed(0)} |`)
     const ratios = base.cpuPerRequest.map((v, i) => v / tree.cpuPerRequest[i])
     console.log(`\nbaseline / working tree, median of per-round CPU ratios: ${median(ratios).toFixed(3)} (above 1: the working tree is cheaper)`)
+    if (values.profile) {
+      // Gracefully, so that --cpu-prof writes the profiles; main thread only (thread id 0).
+      for (const g of gateways) await stopProcess(g.proc, 30_000)
+      const profileOf = (g: Gateway) => join(g.profileDir!, readdirSync(g.profileDir!).find((f) => f.endsWith('.cpuprofile') && f.split('.')[4] === '0')!)
+      addSourceRoot(baselineRoot)
+      console.log(`\n## Where the working tree's CPU per request differs from ${base.label} (--cpu-prof)\n`)
+      console.log(compareProfiles(profileOf(tree), tree.served, profileOf(base), base.served))
+    }
   } finally {
     await stopAll()
     rmSync(dir, { recursive: true, force: true })

@@ -35,7 +35,7 @@ import type { Store } from './store/types.ts'
 import { ProjectSettingsSync } from './project-settings.ts'
 import { settingsAdmin } from './settings-admin.ts'
 import { creditsAdmin } from './credits-admin.ts'
-import { identityAdminRoute, startWorkstations, WorkstationPublicRoutes, workstationAdminRoute, workstationPanelRoute, type Workstations } from './workstations/index.ts'
+import type { Workstations } from './workstations/index.ts'
 import { Accounts } from './accounts/authenticate.ts'
 import { userRoutes } from './accounts/user-routes.ts'
 import { LowBalanceMonitor } from './alerts/low-balance.ts'
@@ -105,6 +105,8 @@ export class Gateway {
   #debounce: NodeJS.Timeout | undefined
   /** Cloud workstations, when gateway.yaml has a `workstations` section (a restart applies changes to it). */
   #workstations: Workstations | undefined
+  /** core/workstations, imported only when configured: its OIDC, JWT and WebSocket modules stay out of every other gateway's heap. */
+  #workstationCode: typeof import('./workstations/index.ts') | undefined
   readonly #deps: PipelineDeps
 
   /** Allocation and balance of every metered project in its current period, for the credit gauges. */
@@ -191,7 +193,8 @@ export class Gateway {
     metrics.reloads.inc({ result: 'success' })
     metrics.trackCredits(() => gateway.#projectCredits())
     if (config.workstations) {
-      gateway.#workstations = await startWorkstations({
+      gateway.#workstationCode = await import('./workstations/index.ts')
+      gateway.#workstations = await gateway.#workstationCode.startWorkstations({
         config: config.workstations,
         configDir: config.dir,
         store,
@@ -240,12 +243,12 @@ export class Gateway {
       },
       (req, res) => {
         // Workstations are not routes of the table: their own sign-in, identity check and proxy.
-        if (this.#workstations && WorkstationPublicRoutes.owns(req.url)) return void this.#workstations.routes.handle(req, res)
+        if (this.#workstations && this.#workstationCode!.WorkstationPublicRoutes.owns(req.url)) return void this.#workstations.routes.handle(req, res)
         handleRequest(this.#deps, this.#table, req, res)
       },
     )
     this.#server.on('upgrade', (req, socket, head) => {
-      if (this.#workstations && WorkstationPublicRoutes.owns(req.url) && !this.#draining) return void this.#workstations.routes.upgrade(req, socket, head)
+      if (this.#workstations && this.#workstationCode!.WorkstationPublicRoutes.owns(req.url) && !this.#draining) return void this.#workstations.routes.upgrade(req, socket, head)
       socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
     })
     this.#server.maxRequestsPerSocket = limits.maxRequestsPerSocket
@@ -264,12 +267,13 @@ export class Gateway {
         () => this.#table.seedProjects,
       ),
       creditsRoutes: creditsAdmin({ store: this.store, projects: () => this.#table.projects, accounts: this.accounts }),
-      publicPages: async (req, url) => (this.#workstations ? workstationPanelRoute(req, url, this.#workstations.publicUrl) : undefined),
+      publicPages: async (req, url) => (this.#workstations ? this.#workstationCode!.workstationPanelRoute(req, url, this.#workstations.publicUrl) : undefined),
       extraRoutes: async (req, url, principal) => {
         if (!this.#workstations) return undefined
-        const identity = await identityAdminRoute({ links: this.#workstations.links, routes: this.#workstations.routes, publicBase: () => this.address }, req, url, principal)
+        const code = this.#workstationCode!
+        const identity = await code.identityAdminRoute({ links: this.#workstations.links, routes: this.#workstations.routes, publicBase: () => this.address }, req, url, principal)
         if (identity) return identity
-        return workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
+        return code.workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
       },
       coreRoutes: [
         alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId)),

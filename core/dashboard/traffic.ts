@@ -4,7 +4,8 @@
  * (credit-meter) books only requests of a known project on metered routes; this tally also counts
  * what auth refused for a key it knew (wrong scope or plan, `ctx.refused`) and routes without a meter.
  *
- * Off the hot path: `record` adds to a map in memory; every `FLUSH_MS` the deltas are merged into
+ * Off the hot path: `record` bumps counters in memory (per project: a status or a refusal label,
+ * and per key), sealed into per-hour tallies when they are flushed or read; every `FLUSH_MS` the deltas are merged into
  * one store document per project (`traffic:<project>`, collection `dashboard`) by compare-and-set,
  * so several instances add up instead of overwriting each other. Hours older than `KEEP_HOURS` are
  * dropped at each merge. What is not flushed yet is added on read, so this instance's own traffic
@@ -67,37 +68,65 @@ function prune(tally: TrafficTally, now: number): TrafficTally {
   return tally
 }
 
+/** One key's counts since the last seal (reused: a request only bumps numbers). */
+interface KeyCounts {
+  requests: number
+  refusals: number
+  lastUsed: number
+}
+
+/**
+ * What one project was answered since the last seal, in the current hour: plain counters a request
+ * bumps without building a string or an object (the hot path). {@link TrafficLog} turns them into a
+ * {@link TrafficTally} when it flushes, reads, or the hour turns.
+ */
+class ProjectCounts {
+  /** Status → answers, for every answer whose label is its status alone (below 400, 5xx). */
+  readonly statuses = new Map<number, number>()
+  /** `403 wrong_plan` → answers: 4xx labels carry a reason and are built per answer (refusals are rare). */
+  readonly labelled = new Map<string, number>()
+  readonly keys = new Map<string, KeyCounts>()
+  /** Answers counted since the last seal (0: nothing to seal). */
+  count = 0
+}
+
 export class TrafficLog {
   readonly #documents: DocumentCollection
   readonly #clock: () => number
-  /** Project id → what this instance counted since the last flush. */
+  /** Project id → what this instance counted since the last flush, sealed into tallies. */
   #pending = new Map<string, TrafficTally>()
+  /** Project id → counts of the current hour not yet sealed into {@link #pending}. */
+  readonly #counts = new Map<string, ProjectCounts>()
   #timer: NodeJS.Timeout | undefined
   #flushing: Promise<void> | undefined
-  /** The current hour's ISO string, built once an hour rather than once a request. */
-  #hour = { start: -1, iso: '' }
+  /** The hour the unsealed counts belong to: [start, end) in epoch ms, and its ISO string. */
+  #hourStart = -1
+  #hourEnd = -1
+  #hourIso = ''
 
   constructor(store: Pick<Store, 'documents'>, clock: () => number = Date.now) {
     this.#documents = store.documents('dashboard')
     this.#clock = clock
   }
 
-  /** One finished answer (called by the pipeline for every request; a map update, nothing more). */
+  /** One finished answer (called by the pipeline for every request): counters bumped, nothing allocated once warm. */
   record(ctx: Pick<RequestContext, 'project' | 'apiKey' | 'refused' | 'error'>, status: number): void {
     const project = ctx.project ?? ctx.refused?.project
     if (!project) return
     const now = this.#clock()
-    const start = Math.floor(now / HOUR_MS) * HOUR_MS
-    if (this.#hour.start !== start) this.#hour = { start, iso: new Date(start).toISOString() }
-    const hour = this.#hour.iso
-    let tally = this.#pending.get(project.id)
-    if (!tally) this.#pending.set(project.id, (tally = empty()))
-    const answer = answerOf(ctx, status)
-    const answers = (tally.hours[hour] ??= {})
-    answers[answer] = (answers[answer] ?? 0) + 1
+    if (now >= this.#hourEnd || now < this.#hourStart) this.#startHour(now)
+    let counts = this.#counts.get(project.id)
+    if (counts === undefined) this.#counts.set(project.id, (counts = new ProjectCounts()))
+    counts.count++
+    if (status < 400 || status >= 500) counts.statuses.set(status, (counts.statuses.get(status) ?? 0) + 1)
+    else {
+      const answer = answerOf(ctx, status)
+      counts.labelled.set(answer, (counts.labelled.get(answer) ?? 0) + 1)
+    }
     const label = (ctx.apiKey ?? ctx.refused?.key)?.label
     if (label !== undefined) {
-      const key = (tally.keys[label] ??= { requests: 0, refusals: 0, lastUsed: 0 })
+      let key = counts.keys.get(label)
+      if (key === undefined) counts.keys.set(label, (key = { requests: 0, refusals: 0, lastUsed: 0 }))
       key.requests++
       if (REFUSAL_STATUSES.has(status)) key.refusals++
       key.lastUsed = now
@@ -105,10 +134,45 @@ export class TrafficLog {
     this.#timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref()
   }
 
+  /** The hour changed (or the clock went back): what was counted belongs to the hour before. */
+  #startHour(now: number): void {
+    this.#seal()
+    this.#hourStart = Math.floor(now / HOUR_MS) * HOUR_MS
+    this.#hourEnd = this.#hourStart + HOUR_MS
+    this.#hourIso = new Date(this.#hourStart).toISOString()
+  }
+
+  /** Moves the counters into {@link #pending} as tallies of their hour, and zeroes them (the objects stay for the next answers). */
+  #seal(): void {
+    for (const [projectId, counts] of this.#counts) {
+      if (counts.count === 0) continue
+      let tally = this.#pending.get(projectId)
+      if (!tally) this.#pending.set(projectId, (tally = empty()))
+      const answers = (tally.hours[this.#hourIso] ??= {})
+      for (const [status, n] of counts.statuses) {
+        if (n === 0) continue
+        answers[String(status)] = (answers[String(status)] ?? 0) + n
+        counts.statuses.set(status, 0)
+      }
+      for (const [answer, n] of counts.labelled) answers[answer] = (answers[answer] ?? 0) + n
+      counts.labelled.clear()
+      for (const [label, key] of counts.keys) {
+        if (key.requests === 0) continue
+        const target = (tally.keys[label] ??= { requests: 0, refusals: 0, lastUsed: 0 })
+        target.requests += key.requests
+        target.refusals += key.refusals
+        target.lastUsed = Math.max(target.lastUsed, key.lastUsed)
+        key.requests = key.refusals = 0
+      }
+      counts.count = 0
+    }
+  }
+
   /** Merges what was counted into the store (compare-and-set, retried when another instance wrote first). */
   async flush(): Promise<void> {
     this.#timer = undefined
     if (this.#flushing) await this.#flushing
+    this.#seal()
     const batch = this.#pending
     if (batch.size === 0) return
     this.#pending = new Map()
@@ -148,6 +212,7 @@ export class TrafficLog {
   async read(projectId: string): Promise<TrafficTally> {
     const stored = await this.#documents.get<TrafficTally>(`traffic:${projectId}`)
     const tally = stored ? structuredClone(stored.doc) : empty()
+    this.#seal()
     const pending = this.#pending.get(projectId)
     return pending ? mergeTally(tally, pending) : tally
   }

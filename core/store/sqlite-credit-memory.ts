@@ -55,7 +55,7 @@ export class TurnSums {
       lines = new Map()
       this.lines.set(balance, lines)
     }
-    const line = `${held.apiType}\n${hourOf(held.createdAt)}`
+    const line = lineOf(held.apiType, held.createdAt)
     lines.set(line, (lines.get(line) ?? 0) + delta)
   }
 }
@@ -63,6 +63,16 @@ export class TurnSums {
 /** Takes `amount` off a balance's `used`, never below zero. */
 export function uncharge(balance: PeriodBalance, amount: number): void {
   balance.used = Math.max(0, balance.used - amount)
+}
+
+/** The last line key built: a turn's charges nearly all share one API type and hour, so the string is built once an hour. */
+let lastLine = { apiType: '', hour: -1, key: '' }
+
+/** `apiType \n hourMs`: the charge line of a reservation made at `createdAt`. */
+function lineOf(apiType: string, createdAt: number): string {
+  const hour = hourOf(createdAt)
+  if (hour !== lastLine.hour || apiType !== lastLine.apiType) lastLine = { apiType, hour, key: `${apiType}\n${hour}` }
+  return lastLine.key
 }
 
 /** Start of the UTC hour of `epochMs`: the charge line a reservation is booked on. */

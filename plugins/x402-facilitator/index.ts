@@ -16,7 +16,6 @@ import { facilitatorConfigSchema, type FacilitatorConfig } from './config.ts'
 import { x402ErrorFormat } from './error-format.ts'
 import { networkNotConfigured } from './failures.ts'
 import type { Facilitator } from './facilitator.ts'
-import { buildNetworks } from './networks.ts'
 import { readJsonBody, readTarget, type FacilitatorTarget } from './request.ts'
 
 const REQUIRED_PARAMS = ['chain', 'network', 'endpoint'] as const
@@ -65,6 +64,9 @@ const x402Facilitator: PluginDefinition<FacilitatorConfig> = {
     if (missing.length) {
       throw new Error(`the route path ${init.route.path} lacks ${missing.map((p) => `:${p}`).join(', ')}; use /x402/:chain/:network/:apiKey/:endpoint`)
     }
+    // The EVM and Solana code (viem, @solana/kit: hundreds of modules) loads only for a route that
+    // serves x402, not in every gateway that merely has this plugin folder.
+    const { buildNetworks } = await import('./networks.ts')
     const served = await buildNetworks(config, init)
     return {
       async handle(ctx) {

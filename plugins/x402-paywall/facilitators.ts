@@ -14,7 +14,8 @@ import { SETTLEMENTS_COLLECTION } from '../x402-facilitator/networks.ts'
 import { RemoteFacilitator } from '../x402-facilitator/remote-facilitator.ts'
 import { readSignerKey } from '../x402-facilitator/signer-key.ts'
 import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'
-import { networkOffer, type NetworkOffer } from './offers.ts'
+import { networkOffer } from './evm-offer.ts'
+import type { NetworkOffer } from './offers.ts'
 import { openSvmPaidNetwork, svmNetworkNamed } from './svm-networks.ts'
 
 export interface PaidNetwork {

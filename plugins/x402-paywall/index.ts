@@ -28,7 +28,7 @@ import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
 import { reasons } from '../x402-facilitator/evm/errors.ts'
 import type { SettleResponse } from '../x402-facilitator/evm/types.ts'
 import { paywallConfigSchema, type PaywallConfig } from './config.ts'
-import { openPaidNetworks, type PaidNetwork } from './facilitators.ts'
+import type { PaidNetwork } from './facilitators.ts'
 import { encodeHeader, paymentRequired, resourceUrl, type PaymentRequiredTexts } from './offers.ts'
 import { authorizationKey, matchOffer, readPayment } from './payment-header.ts'
 import { redemptionsFrom } from './redemptions.ts'
@@ -176,6 +176,8 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
   // GET /.well-known/x402.json: built from the same offers as the 402 answers (discovery.ts).
   wellKnown: { name: 'x402.json', build: buildManifest },
   async create(config, init) {
+    // viem and @solana/kit load with the first paywall route, not in every gateway (facilitators.ts).
+    const { openPaidNetworks } = await import('./facilitators.ts')
     const networks = await openPaidNetworks(config, init)
     const offers = networks.map((network) => network.offer)
     const redemptions = redemptionsFrom(init.store.documents('x402-paywall'))

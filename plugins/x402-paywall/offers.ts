@@ -2,11 +2,10 @@
  * What the paywall asks for: one x402 `exact` requirement per configured network, in both protocol
  * versions (v2 in the `PAYMENT-REQUIRED` header, v1 in the JSON body), and the 402 answer itself.
  */
-import { getAddress } from 'viem'
 import type { RequestContext, ResponseState } from '../../core/plugin.ts'
-import { chainIdOfNetwork, resolveEvmNetwork, type EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
+import type { EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
 import type { PaymentRequirementsV1, PaymentRequirementsV2 } from '../x402-facilitator/evm/types.ts'
-import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'
+import type { PaywallConfig } from './config.ts'
 
 /** One network's terms, independent of the request. */
 export interface NetworkOffer {
@@ -20,39 +19,8 @@ export interface NetworkOffer {
   v2: PaymentRequirementsV2
   /** v1 requirement without the per-request `resource`; absent for upto (v1 has no upto). */
   v1?: Omit<PaymentRequirementsV1, 'resource'>
-}
-
-/**
- * Builds a network's terms from the config; throws (failing the config) on an unknown network without an asset.
- * With scheme upto the v2 requirement is `upto` over Permit2 naming `facilitatorAddress` (the
- * client binds it into the permit), and v1, which has no upto, offers nothing.
- */
-export function networkOffer(config: PaywallConfig, entry: PaywallNetworkConfig, facilitatorAddress?: string): NetworkOffer {
-  const chainId = chainIdOfNetwork(entry.network)
-  if (chainId === undefined) throw new Error(`network "${entry.network}" is neither a known short name nor eip155:<chain id>`)
-  const known = resolveEvmNetwork(chainId)
-  // Solana entries never reach here (svm-networks.ts); EVM entries carry an EIP-3009 asset.
-  const asset = (entry.asset as EvmAssetInfo | undefined) ?? known?.defaultUsdc
-  if (!asset) throw new Error(`network "${entry.network}" has no default asset; set asset`)
-  const upto = config.scheme === 'upto'
-  if (upto && !facilitatorAddress) throw new Error(`network "${entry.network}": scheme upto needs the facilitator's address (facilitator.facilitatorAddress for an upstream)`)
-  const common = {
-    scheme: upto ? 'upto' : 'exact',
-    asset: getAddress(asset.address),
-    payTo: getAddress(entry.payTo ?? config.payTo),
-    maxTimeoutSeconds: config.maxTimeoutSeconds,
-    extra: upto
-      ? { name: asset.name, version: asset.version, assetTransferMethod: 'permit2', facilitatorAddress: getAddress(facilitatorAddress!) }
-      : { name: asset.name, version: asset.version } as Record<string, string>,
-  }
-  const price = entry.price ?? config.price
-  const caip2 = `eip155:${chainId}`
-  const v1Network = known?.v1Name ?? caip2
-  return {
-    chainId, caip2, v1Network, asset: { ...asset, address: common.asset },
-    v2: { ...common, network: caip2, amount: price },
-    v1: upto ? undefined : { ...common, network: v1Network, maxAmountRequired: price, description: config.description, mimeType: config.mimeType, outputSchema: null },
-  }
+  /** A Solana payment's identity for the redemption records (svm-networks.ts); EVM offers derive theirs in payment-header.ts. */
+  paymentKey?: (payload: Record<string, any>) => string | undefined
 }
 
 /**

@@ -7,7 +7,6 @@
 import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
 import type { RequestContext } from '../../core/plugin.ts'
 import type { NetworkOffer } from './offers.ts'
-import { svmPaymentKey } from './svm-networks.ts'
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 /** Far above any EVM payment (≈1 KB), far below the server's header limit. */
@@ -74,7 +73,7 @@ export function matchOffer(offers: readonly NetworkOffer[], version: 1 | 2, payl
 
 /** The authorization's identity, for the paywall's own redemption records; undefined if absent. */
 export function authorizationKey(offer: NetworkOffer, payload: Record<string, any>): string | undefined {
-  if (offer.caip2.startsWith('solana:')) return svmPaymentKey(offer, payload)
+  if (offer.caip2.startsWith('solana:')) return offer.paymentKey?.(payload)
   const permit = payload.payload?.permit2Authorization
   if (typeof permit?.from === 'string' && typeof permit?.nonce === 'string') return `${offer.caip2}:permit2:${permit.from}:${permit.nonce}`.toLowerCase()
   const authorization = payload.payload?.authorization

@@ -27,12 +27,15 @@ export function svmNetworkOffer(config: PaywallConfig, entry: PaywallNetworkConf
   if (asset.address.startsWith('0x')) throw new Error(`network ${entry.network}: asset must be an SPL mint`)
   const price = entry.price ?? config.price
   const common = { scheme: 'exact', asset: asset.address, payTo: entry.payTo, maxTimeoutSeconds: config.maxTimeoutSeconds, extra: { feePayer } }
-  return {
+  const offer: NetworkOffer = {
     chainId: 0, caip2: network.caip2, v1Network: network.v1Name,
     asset: { address: asset.address as `0x${string}`, name: 'SPL', version: '', decimals: asset.decimals },
     v2: { ...common, network: network.caip2, amount: price },
     v1: { ...common, network: network.v1Name, maxAmountRequired: price, description: config.description, mimeType: config.mimeType, outputSchema: null },
   }
+  // payment-header.ts asks the offer, so that it need not import this module (and @solana/kit) itself.
+  offer.paymentKey = (payload) => svmPaymentKey(offer, payload)
+  return offer
 }
 
 /** Opens the in-process facilitator of a Solana paywall network; undefined (left out) without RPC or key. */

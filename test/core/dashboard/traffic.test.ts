@@ -74,6 +74,29 @@ async function tallies(t: Test, open: () => Promise<any>) {
   t.equal(view.total, 1)
 }
 
+t.test('answers on both sides of an hour boundary, not flushed between, count in their own hours', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-traffic-hours-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const store = openSqliteStore({ dataDir: dir })
+  t.teardown(() => store.close())
+  let now = Date.UTC(2026, 10, 27, 15, 59, 59)
+  const log = new TrafficLog(store, () => now)
+  log.record({ project, apiKey: key }, 200)
+  log.record({ project, apiKey: key }, 502)
+  now += 2000
+  log.record({ project, apiKey: key }, 200)
+  log.record({ refused: { project, key, reason: 'wrong_scope' } }, 403)
+  const expected = {
+    '2026-11-27T15:00:00.000Z': { '200': 1, '502': 1 },
+    '2026-11-27T16:00:00.000Z': { '200': 1, '403 wrong_scope': 1 },
+  }
+  t.same((await log.read('acme')).hours, expected, 'read before the flush')
+  t.same((await log.read('acme')).keys.app, { requests: 4, refusals: 1, lastUsed: now }, 'read twice: counted once')
+  await log.flush()
+  t.same((await log.read('acme')).hours, expected, 'and after it')
+  await log.close()
+})
+
 t.test('the tally on the embedded store', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-traffic-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))

@@ -5,7 +5,8 @@
 import t from 'tap'
 import { Context } from '../../../core/context.ts'
 import type { PaywallConfig } from '../../../plugins/x402-paywall/config.ts'
-import { networkOffer, paymentRequired, resourceUrl } from '../../../plugins/x402-paywall/offers.ts'
+import { networkOffer } from '../../../plugins/x402-paywall/evm-offer.ts'
+import { paymentRequired, resourceUrl } from '../../../plugins/x402-paywall/offers.ts'
 import { authorizationKey, deepEqual, matchOffer, readPayment } from '../../../plugins/x402-paywall/payment-header.ts'
 
 const payTo = '0x90f79bf6eb2c4f870365e785982e1f101e93b906'
