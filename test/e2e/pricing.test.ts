@@ -20,10 +20,13 @@ import { join } from 'node:path'
 import { hashCredential } from '../../core/projects.ts'
 import { BIN, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { tempDir } from '../helpers/temp.ts'
+import { verifyReceipt } from '../../core/receipts.ts'
 import { startNodeRpc, type StandIn } from '../../examples/upstreams/node-rpc.ts'
 
 const KEY = `tk_price_${randomBytes(12).toString('hex')}`
 const ADMIN_TOKEN = `admin_${randomBytes(12).toString('hex')}`
+/** The receipt signing key as a 32-byte seed in hex (one of the forms the plugin reads). */
+const RECEIPT_SEED = randomBytes(32).toString('hex')
 
 const PRICES = `{ default: 2, methods: { system_chain: 1, chain_getHeader: 5, privnet_chainInfo: 7 } }`
 
@@ -60,6 +63,7 @@ routes:
         config:
           apiType: PRIVNET_RPC
           jsonrpc: ${prices}
+      - { name: receipt, config: { keyEnv: PRICING_RECEIPT_KEY } }
   - name: work
     methods: [POST]
     path: /work
@@ -101,7 +105,7 @@ let gw: GatewayProcess
 t.before(async () => {
   node = await startNodeRpc()
   work = await startWorkUpstream()
-  gw = await startGatewayProcess(config(node.url, work.url), { startTimeoutMs: 60_000 })
+  gw = await startGatewayProcess(config(node.url, work.url), { startTimeoutMs: 90_000, env: { PRICING_RECEIPT_KEY: RECEIPT_SEED } })
 })
 t.teardown(async () => {
   await gw?.stop('SIGKILL')
@@ -140,7 +144,24 @@ t.test('a mixed JSON-RPC batch costs the sum of its calls; the headers equal the
   t.equal(res.headers.get('x-credits-charged'), '19', '1 + 5 + 7 + 2 + 2 + 2')
   t.equal(before - after, 19, 'the ledger took what the header says')
   t.equal(res.headers.get('x-credits-remaining'), String(after))
-  t.match(await logLine(res), { creditsCharged: 19, creditsRemaining: after, creditsReserved: 19, rpcCalls: 6 })
+  t.match(await logLine(res), { creditsCharged: 19, creditsRemaining: after, creditsReserved: 19, rpcCalls: 6, receipt: true })
+
+  // The receipt of a credits-paid answer: the project, the credits, the request id; it checks offline.
+  const keys = await (await fetch(`${gw.url}/.well-known/tollgate-receipt-keys.json`)).json()
+  const verdict = verifyReceipt(res.headers.get('x-receipt')!, keys as any)
+  t.match(verdict, { ok: true, kid: 'tollgate-receipt-1', payload: { network: 'tollgate:credits', payer: 'project:acme', amount: '19', asset: 'credits', requestId: res.headers.get('x-request-id'), project: 'acme' } })
+  const dir = tempDir('tollgate-price-receipt-')
+  writeFileSync(join(dir, 'keys.json'), JSON.stringify(keys))
+  const printed = await run(['receipt', 'public-key', '--env', 'PRICING_RECEIPT_KEY'], { PRICING_RECEIPT_KEY: RECEIPT_SEED })
+  t.equal(printed.code, 0, printed.stderr)
+  t.same(JSON.parse(printed.stdout), keys, 'the CLI prints the key set the gateway serves')
+  t.notMatch(printed.stdout + printed.stderr, RECEIPT_SEED, 'the private key is never printed')
+  const verified = await run(['receipt', 'verify', res.headers.get('x-receipt')!, '--keys', join(dir, 'keys.json')])
+  t.equal(verified.code, 0, verified.stderr)
+  t.match(verified.stdout, /valid receipt \(kid tollgate-receipt-1\)[\s\S]*amount\s+19/)
+  t.notOk(gw.output.some((line) => line.includes(RECEIPT_SEED)), 'the key is not in the logs')
+  const free = await post('/work?units=0', '{}')
+  t.equal(free.headers.get('x-receipt'), null, 'a route without the receipt plugin carries none')
 
   const single = await post('/rpc', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'chain_getHeader', params: [] }))
   t.equal(single.headers.get('x-credits-charged'), '5')
@@ -183,17 +204,22 @@ t.test('a price per KiB of request body', async (t) => {
   t.equal(await remaining(), before - 12)
 })
 
+function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => (stdout += chunk))
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    child.on('exit', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
 function check(text: string): Promise<{ code: number | null; stderr: string }> {
   const dir = tempDir('tollgate-price-check-')
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, text.replaceAll('{{DIR}}', dir))
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, 'check', '-c', file], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let stderr = ''
-    child.stderr.on('data', (chunk) => (stderr += chunk))
-    child.stdout.resume()
-    child.on('exit', (code) => resolve({ code, stderr }))
-  })
+  return run(['check', '-c', file], { PRICING_RECEIPT_KEY: RECEIPT_SEED })
 }
 
 t.test('tollgate check refuses bad price tables at file:line:col', async (t) => {
