@@ -101,6 +101,17 @@ try {
   console.log('|---|---|---|---|')
   for (const [path, r] of Object.entries(results)) console.log(`| ${path} | ${median(r.cpu).toFixed(1)} | ${r.cpu.map((x) => x.toFixed(0)).join(' / ')} | ${median(r.rps).toFixed(0)} |`)
   console.log(`priced / flat CPU per request: ${(priced / flat).toFixed(3)} (added ${(((priced - flat) / flat) * 100).toFixed(1)}%; goal ≤ 5%)`)
+  // What pricing itself adds, load-independent in proportion: the price of the parsed batch, in process.
+  const { jsonRpcPrice } = await import('../plugins/credit-meter/pricing.ts')
+  const prices = { default: 1, methods: { system_chain: 1, system_name: 2, system_version: 1, chain_getHeader: 3, chain_getBlockHash: 2 } }
+  const parsed = JSON.parse(batch)
+  let sink = 0
+  for (let i = 0; i < 100_000; i++) sink += jsonRpcPrice(prices, parsed)
+  const c0 = process.cpuUsage()
+  for (let i = 0; i < 1_000_000; i++) sink += jsonRpcPrice(prices, parsed)
+  const c = process.cpuUsage(c0)
+  const perCall = (c.user + c.system) / 1_000_000
+  console.log(`pricing a batch of 20 in process: ${perCall.toFixed(3)} µs CPU (${((perCall / flat) * 100).toFixed(3)}% of the flat route's ${flat.toFixed(0)} µs per request; checksum ${sink})`)
 
   // Discovery manifest generation on the shipped gateway.yaml: what `tollgate routes --json` builds.
   const { withDryBuild } = await import('../core/dry-build.ts')
