@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url'
 import { CONFIG_OPTION, helpText, nearest, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
 import { USAGE_SPEC } from './usage-cli.ts'
 import { USER_SPECS } from './user-cli.ts'
+import { RECEIPT_SPECS } from './receipt-cli.ts'
 import type { Gateway } from './gateway.ts'
 
 function version(): string {
@@ -170,6 +171,18 @@ const COMMANDS: Record<string, Command> = {
       },
     ]),
   ),
+  ...Object.fromEntries(
+    Object.entries(RECEIPT_SPECS).map(([sub, spec]) => [
+      `receipt ${sub}`,
+      {
+        spec,
+        async run(parsed: Parsed) {
+          const { receiptCommand } = await import('./receipt-cli.ts')
+          return receiptCommand(sub as keyof typeof RECEIPT_SPECS, parsed)
+        },
+      },
+    ]),
+  ),
 }
 
 function help(): string {
@@ -190,7 +203,7 @@ function help(): string {
   ].join('\n')
 }
 
-const nearestCommand = (typed: string) => nearest(typed, ['start', 'check', 'schema', 'hash-key', 'migrate', 'usage', 'user'])
+const nearestCommand = (typed: string) => nearest(typed, ['start', 'check', 'schema', 'hash-key', 'migrate', 'usage', 'user', 'receipt'])
 
 /** Runs one command line; returns the exit code (2 for a usage mistake). */
 export async function main(argv: string[]): Promise<number> {
@@ -207,6 +220,19 @@ export async function main(argv: string[]): Promise<number> {
     args = rest.slice(1)
     if (!COMMANDS[name]) {
       console.error(`tollgate user: unknown subcommand "${sub}" (add, passwd or list)`)
+      return 2
+    }
+  }
+  if (first === 'receipt') {
+    const sub = rest[0]
+    if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+      console.log(['Usage: tollgate receipt verify|public-key [options]', '', ...Object.values(RECEIPT_SPECS).map((s) => `  tollgate ${s.name.padEnd(19)} ${s.summary}`), '', 'tollgate receipt SUBCOMMAND --help lists its options.'].join('\n'))
+      return sub === undefined ? 2 : 0
+    }
+    name = `receipt ${sub}`
+    args = rest.slice(1)
+    if (!COMMANDS[name]) {
+      console.error(`tollgate receipt: unknown subcommand "${sub}" (verify or public-key)`)
       return 2
     }
   }

@@ -67,6 +67,16 @@ export interface PluginDefinition<Config = any> {
   create(config: Config, init: PluginInit): PluginInstance | Promise<PluginInstance>
 }
 
+/**
+ * An error `create` may throw to point `tollgate check` at the field of the plugin's config at
+ * fault (`['jsonrpc', 'methods', 'eth_cal']`) instead of the plugin entry.
+ */
+export class PluginConfigError extends Error {
+  constructor(readonly configPath: readonly (string | number)[], message: string) {
+    super(message)
+  }
+}
+
 /** What a plugin gets when it is built. */
 export interface PluginInit {
   /** Name of the route this instance serves (`*` for none). */
@@ -77,7 +87,12 @@ export interface PluginInit {
    * The route as configured, so a plugin can refuse a config that would leak its credential param,
    * or one whose chain lacks a plugin it relies on (`plugins`: the route's enabled entries, in order).
    */
-  route: { path: string; rewrite?: string; upstream?: string; apiType?: string; plugins: readonly { name: string; config: Readonly<Record<string, unknown>> }[] }
+  route: {
+    path: string; rewrite?: string; upstream?: string; apiType?: string
+    plugins: readonly { name: string; config: Readonly<Record<string, unknown>> }[]
+    /** The route's handler plugin as configured, so a plugin can cross-check its config against it (a price per method the handler offers). */
+    handler?: { name: string; config: unknown }
+  }
   log: Logger
   metrics: Registry
   store: Store

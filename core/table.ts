@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import type { GatewayConfig, PluginEntry, RouteConfig } from './config/types.ts'
 import type { ConfigIssue } from './config/source.ts'
 import { Router } from './router.ts'
-import type { AdminHandler, BodyNeed, ErrorFormatter, PluginDefinition, PluginInit, PluginInstance, RequestContext } from './plugin.ts'
+import type { AdminHandler, BodyNeed, ErrorFormatter, PluginConfigError, PluginDefinition, PluginInit, PluginInstance, RequestContext } from './plugin.ts'
 import { ProjectDirectory, type Project, type Scope } from './projects.ts'
 import type { Store } from './store/types.ts'
 import type { ProjectOverride } from './store/settings/types.ts'
@@ -115,8 +115,9 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
   const instances: PluginInstance[] = []
   const adminRoutes: AdminRoute[] = []
   const formats = collectErrorFormats(deps.plugins)
-  const fail = (entry: PluginEntry | undefined, route: RouteConfig | undefined, message: string) => {
-    const issue = { file: config.file.split('/').pop()!, ...deps.locate(entry?.path ?? route?.configPath ?? []), path: entry?.path ?? route?.configPath ?? [], subject: entry?.name, message }
+  const fail = (entry: PluginEntry | undefined, route: RouteConfig | undefined, message: string, inner?: readonly (string | number)[]) => {
+    const at = entry && inner ? [...entry.path, 'config', ...inner] : (entry?.path ?? route?.configPath ?? [])
+    const issue = { file: config.file.split('/').pop()!, ...deps.locate(at), path: at, subject: entry?.name, message }
     // The routes of one template (`each`) share its block: its mistake is reported once.
     if (!issues.some((seen) => seen.line === issue.line && seen.column === issue.column && seen.message === issue.message)) issues.push(issue)
   }
@@ -131,6 +132,7 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
         upstream: route.upstream,
         apiType: route.apiType,
         plugins: route.plugins.filter((e) => e.enabled).map((e) => ({ name: e.name, config: e.config })),
+        ...(route.handler ? { handler: { name: route.handler.name, config: route.handler.config } } : {}),
       },
       log: deps.log.child({ plugin: entry.name, route: route.name }),
       metrics: deps.metrics.registry,
@@ -155,7 +157,7 @@ export async function buildTable(config: GatewayConfig, deps: BuildDeps): Promis
       instances.push(instance)
       return instance
     } catch (error) {
-      fail(entry, route, (error as Error).message)
+      fail(entry, route, (error as Error).message, (error as Partial<PluginConfigError>).configPath)
       return undefined
     }
   }

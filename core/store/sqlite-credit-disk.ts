@@ -144,6 +144,7 @@ export class CreditDisk {
   private readonly reduceStmt: Database.Statement
   private readonly addChargeStmt: Database.Statement
   private readonly chargesStmt: Database.Statement
+  private readonly addReleasedStmt: Database.Statement
   private readonly insertGrantStmt: Database.Statement
   private readonly grantStmt: Database.Statement
   private readonly grantsStmt: Database.Statement
@@ -156,6 +157,9 @@ export class CreditDisk {
 
   constructor(db: Database.Database) {
     db.exec(CREDITS_SCHEMA)
+    // Added with two-phase metering: what a line's charges had reserved beyond what they were charged.
+    const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('credit_charges') as string[]
+    if (!columns.includes('released')) db.exec('ALTER TABLE credit_charges ADD COLUMN released NUMERIC NOT NULL DEFAULT 0')
     this.addUsedStmt = db.prepare(`
       INSERT INTO credit_balances (project_id, period, used) VALUES (?, ?, max(0, ?))
       ON CONFLICT (project_id, period) DO UPDATE SET used = max(0, used + ?)`)
@@ -167,8 +171,11 @@ export class CreditDisk {
       INSERT INTO credit_charges (project_id, period, api_type, hour_ms, amount) VALUES (?, ?, ?, ?, ?)
       ON CONFLICT (project_id, period, hour_ms, api_type) DO UPDATE SET amount = amount + excluded.amount`)
     this.chargesStmt = db.prepare(`
-      SELECT api_type AS apiType, hour_ms AS hourMs, amount FROM credit_charges
-      WHERE project_id = ? AND period = ? AND amount <> 0 ORDER BY hour_ms, api_type`)
+      SELECT api_type AS apiType, hour_ms AS hourMs, amount, released FROM credit_charges
+      WHERE project_id = ? AND period = ? AND (amount <> 0 OR released <> 0) ORDER BY hour_ms, api_type`)
+    this.addReleasedStmt = db.prepare(`
+      INSERT INTO credit_charges (project_id, period, api_type, hour_ms, amount, released) VALUES (?, ?, ?, ?, 0, ?)
+      ON CONFLICT (project_id, period, hour_ms, api_type) DO UPDATE SET released = released + excluded.released`)
     this.insertGrantStmt = db.prepare(`
       INSERT INTO credit_grants (id, project_id, period, amount, reason, actor, created_at)
       VALUES (@id, @projectId, @period, @amount, @reason, @actor, @createdAt) ON CONFLICT (id) DO NOTHING`)
@@ -225,9 +232,14 @@ export class CreditDisk {
     this.addChargeStmt.run(projectId, period, apiType, hourMs, delta)
   }
 
+  /** Moves what the line's charges released before their commit (the estimate beside the actual). */
+  addReleased(projectId: string, period: string, apiType: string, hourMs: number, amount: number): void {
+    this.addReleasedStmt.run(projectId, period, apiType, hourMs, amount)
+  }
+
   /** The non-zero charge lines of a period, oldest hour first. */
-  charges(projectId: string, period: string): { apiType: string; hourMs: number; amount: number }[] {
-    return this.chargesStmt.all(projectId, period) as { apiType: string; hourMs: number; amount: number }[]
+  charges(projectId: string, period: string): { apiType: string; hourMs: number; amount: number; released: number }[] {
+    return this.chargesStmt.all(projectId, period) as { apiType: string; hourMs: number; amount: number; released: number }[]
   }
 
   /** Inserts a grant unless its id exists; returns whether it did. A write step. */

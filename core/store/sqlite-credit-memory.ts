@@ -43,6 +43,11 @@ export class TurnSums {
   readonly deltas = new Map<PeriodBalance, number>()
   /** The same deltas per charge line: API type and hour of the reservation (`apiType \n hourMs`). */
   readonly lines = new Map<PeriodBalance, Map<string, number>>()
+  /**
+   * Per charge line, what commits of this turn had reserved beyond their charge (given back before
+   * the commit: two-phase metering, a batch's refund). Empty for flat prices: nothing more is written.
+   */
+  readonly released = new Map<PeriodBalance, Map<string, number>>()
   /** Reservations committed in this turn: they fall back to pending if the write fails. */
   readonly commits: HeldReservation[] = []
   written!: Promise<void>
@@ -58,7 +63,19 @@ export class TurnSums {
     const line = lineOf(held.apiType, held.createdAt)
     lines.set(line, (lines.get(line) ?? 0) + delta)
   }
+
+  /** Books what a committed reservation released before its commit, on its charge line. */
+  addReleased(held: HeldReservation, amount: number): void {
+    let lines = this.released.get(held.balance)
+    if (lines === undefined) {
+      lines = new Map()
+      this.released.set(held.balance, lines)
+    }
+    const line = lineOf(held.apiType, held.createdAt)
+    lines.set(line, (lines.get(line) ?? 0) + amount)
+  }
 }
+
 
 /** Takes `amount` off a balance's `used`, never below zero. */
 export function uncharge(balance: PeriodBalance, amount: number): void {

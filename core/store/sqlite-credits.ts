@@ -97,6 +97,8 @@ export class SqliteCreditLedger {
     held.state = 'committed'
     const turn = this.currentTurn()
     if (held.charged > 0) turn.add(held, held.charged)
+    // The estimate beside the actual (ledger `reserved`): only when part went back before the commit.
+    if (held.amount > held.charged) turn.addReleased(held, held.amount - held.charged)
     turn.commits.push(held)
     held.written = turn.written
     return turn.written
@@ -241,7 +243,7 @@ export class SqliteCreditLedger {
     let lines = 0
     for (const line of this.disk.charges(projectId, period)) {
       lines += line.amount
-      entries.push({ kind: 'charge', apiType: line.apiType, hour: new Date(line.hourMs).toISOString(), amount: -line.amount })
+      entries.push({ kind: 'charge', apiType: line.apiType, hour: new Date(line.hourMs).toISOString(), amount: -line.amount, reserved: -(line.amount + line.released) })
     }
     // Charges of databases written before the per-hour lines existed are only in the period's sum.
     const earlier = this.disk.used(projectId, period) - lines
@@ -315,6 +317,12 @@ export class SqliteCreditLedger {
           if (delta === 0) continue
           const cut = line.lastIndexOf('\n')
           this.disk.addCharge(balance.projectId, balance.period, line.slice(0, cut), Number(line.slice(cut + 1)), delta)
+        }
+      }
+      for (const [balance, lines] of turn.released) {
+        for (const [line, amount] of lines) {
+          const cut = line.lastIndexOf('\n')
+          this.disk.addReleased(balance.projectId, balance.period, line.slice(0, cut), Number(line.slice(cut + 1)), amount)
         }
       }
     }).then(undefined, (error: unknown) => {

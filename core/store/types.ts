@@ -94,8 +94,14 @@ export interface CreditCarried {
 export type CreditLedgerEntry =
   | { kind: 'allocation'; amount: number }
   | { kind: 'grant'; id: string; reason: string; actor: string; at: string; amount: number }
-  /** Committed charges (after refunds) of requests that arrived in `hour`; amount is negative. */
-  | { kind: 'charge'; apiType: string; hour: string; amount: number }
+  /**
+   * Committed charges (after refunds) of requests that arrived in `hour`; amount is negative.
+   * `reserved` (negative) is what those requests had reserved: the estimate beside the actual. It
+   * differs from `amount` when part went back before the commit (two-phase metering, a batch's
+   * failed items); it is not part of the balance's sum. Absent on a shared store with credit leases
+   * (a lease's draw records only the charge).
+   */
+  | { kind: 'charge'; apiType: string; hour: string; amount: number; reserved?: number }
   /** Reservations still pending (requests in flight); amount is negative. */
   | { kind: 'pending'; amount: number }
   /** Charges committed by versions that did not record them per hour; amount is negative. */

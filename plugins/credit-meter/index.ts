@@ -24,6 +24,9 @@ import type { PluginDefinition, PluginInit, RequestContext, ResponseState } from
 import { sharedCounter } from '../_shared/metrics.ts'
 import { countItems } from './items.ts'
 import { CreditLedger, type MeteredRequest } from './ledger.ts'
+import { isPriced, jsonRpcPrice, measuredCost, startedKiB, type MethodPrices } from './pricing.ts'
+import { pricingSchema } from './pricing-schema.ts'
+import { checkMethodPrices } from './pricing-check.ts'
 import { isCharged, outcomeOf, type RefundPolicy } from './refund-policy.ts'
 import { USAGE_ADMIN_PATH, usageHandler } from './usage-route.ts'
 
@@ -34,6 +37,12 @@ export interface CreditMeterConfig {
   apiType?: ApiType
   cost: number
   perItem?: { path: string }
+  /** Price per JSON-RPC method, with a default (pricing.ts). */
+  jsonrpc?: MethodPrices
+  /** Credits per started KiB of the request body, on top of the price. */
+  perKiB?: number
+  /** Two-phase: reserve the price, charge what the upstream reports in this header (at most the reservation). */
+  actual?: { header: string }
   refundStatuses: number[]
   refundUpstream5xx: boolean
 }
@@ -44,6 +53,8 @@ const STATE = 'credit-meter'
 
 interface MeterState {
   metered: MeteredRequest
+  /** Two-phase metering: the response header the upstream reports its measured cost in. */
+  actualHeader?: string
   /**
    * The answer the meter last settled for; if the core replaces it, or the upstream fails after
    * the head (the error arrives once the answer is under way), done settles again.
@@ -71,13 +82,31 @@ export function chargedCredits(ctx: RequestContext): number | undefined {
   const { metered } = state
   if (metered.state === 'released') return 0
   // Before the meter settles, a handler's refund is only requested; after, it is in `refunded`.
-  const refund = Math.max(metered.refunded, Math.min(Math.max(0, requestedRefund(ctx)), metered.amount))
+  const refund = Math.max(metered.refunded, Math.min(refundDue(ctx, state), metered.amount))
   return metered.amount - refund
+}
+
+/**
+ * What goes back of a charged reservation: a handler's requested refund, and with two-phase
+ * metering the part of the reservation the upstream's measured cost did not use.
+ */
+function refundDue(ctx: RequestContext, state: MeterState): number {
+  const requested = Math.max(0, requestedRefund(ctx))
+  if (state.actualHeader === undefined) return requested
+  const actual = measuredCost(ctx.response?.headers, state.actualHeader, state.metered.amount)
+  return actual === undefined ? requested : Math.max(requested, state.metered.amount - actual)
+}
+
+/** The reservation of a metered request (the estimate or maximum), or undefined when none was made. */
+export function reservedCredits(ctx: RequestContext): number | undefined {
+  return (ctx.state.get(STATE) as MeterState | undefined)?.metered.amount
 }
 
 /** Response headers of a metered answer: what it cost and what is left (README "Cost headers"). */
 export const CHARGED_HEADER = 'x-credits-charged'
 export const REMAINING_HEADER = 'x-credits-remaining'
+/** Two-phase routes only: what was reserved before the answer (the estimate or maximum). */
+export const RESERVED_HEADER = 'x-credits-reserved'
 
 /**
  * Stamps the settled cost on the answer and its access-log line. Runs in the response phase, before
@@ -90,6 +119,27 @@ function costHeaders(ctx: RequestContext, metered: MeteredRequest): void {
   ctx.responseHeaders[REMAINING_HEADER] = String(remaining)
   ctx.logFields.creditsCharged = charged
   ctx.logFields.creditsRemaining = remaining
+}
+
+/** Two-phase and priced routes: the reservation beside the charge, on the answer and the log line. */
+function reservedHeader(ctx: RequestContext, metered: MeteredRequest): void {
+  ctx.responseHeaders[RESERVED_HEADER] = String(metered.amount)
+  ctx.logFields.creditsReserved = metered.amount
+}
+
+/** What the price reads of the body: JSON for items and methods, the bytes for size. */
+function bodyNeed(config: CreditMeterConfig): 'json' | 'raw' | undefined {
+  if (config.perItem || config.jsonrpc) return 'json'
+  return config.perKiB ? 'raw' : undefined
+}
+
+function summaryOf(config: CreditMeterConfig, apiType: string): string {
+  const base = config.jsonrpc
+    ? `JSON-RPC per method (default ${config.jsonrpc.default}, ${Object.keys(config.jsonrpc.methods).length} priced)`
+    : `${config.cost} credit(s) per ${config.perItem ? `item of ${config.perItem.path}` : 'request'}`
+  const size = config.perKiB ? ` + ${config.perKiB} per KiB of body` : ''
+  const actual = config.actual ? `, reserved then charged as the upstream's ${config.actual.header}` : ''
+  return `${base}${size}${actual} (${apiType})`
 }
 
 function createMeter(config: CreditMeterConfig, init: PluginInit) {
@@ -114,23 +164,40 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const idSuffix = `:${init.routeName}:${BOOT}.`
   init.adminRoute('GET', USAGE_ADMIN_PATH, usageHandler(init, ledger))
 
+  const priced = isPriced(config)
+  const readsBody = bodyNeed(config) !== undefined
+  if (config.jsonrpc) checkMethodPrices(config.jsonrpc, init.route.handler)
+  /** Priced routes only (pricing.ts): the flat path below stays as it was. */
+  const price = (ctx: RequestContext): number => {
+    let amount = config.jsonrpc ? jsonRpcPrice(config.jsonrpc, ctx.body?.json) : config.cost * (config.perItem ? countItems(ctx.body?.json, config.perItem.path) : 1)
+    if (config.perKiB) amount += config.perKiB * startedKiB(ctx.body?.raw.length ?? 0)
+    return amount
+  }
+
   const reserve = async (ctx: RequestContext) => {
     // Only a route without an auth plugin gets here without a project: an operator mistake.
     if (!ctx.project) throw errors.internal(`route ${ctx.routeName} runs credit-meter without an auth plugin before it`)
-    const items = config.perItem ? countItems(ctx.body?.json, config.perItem.path) : 1
-    const amount = config.cost * items
-    if (config.perItem) ctx.logFields.items = items
+    let amount: number
+    if (priced) amount = price(ctx)
+    else {
+      const items = config.perItem ? countItems(ctx.body?.json, config.perItem.path) : 1
+      amount = config.cost * items
+      if (config.perItem) ctx.logFields.items = items
+    }
     if (amount === 0) return
     const id = ctx.id + idSuffix + (++sequence).toString(36)
     const metered = await ledger.reserve(id, ctx.project, apiType, amount)
-    ctx.state.set(STATE, { metered } satisfies MeterState)
+    ctx.state.set(STATE, (priced ? { metered, actualHeader: config.actual?.header } : { metered }) satisfies MeterState)
   }
 
   const settle = async (state: MeterState, ctx: RequestContext) => {
     const charged = isCharged(outcomeOf(ctx), policy)
-    await ledger.settle(state.metered, charged, charged ? requestedRefund(ctx) : 0)
+    await ledger.settle(state.metered, charged, charged ? refundDue(ctx, state) : 0)
     state.settledFor = { response: ctx.response, status: ctx.response?.status, error: ctx.error }
     costHeaders(ctx, state.metered)
+    if (priced) reservedHeader(ctx, state.metered)
+    // The upstream's accounting header is the gateway's business, not the client's.
+    if (state.actualHeader !== undefined && ctx.response) delete ctx.response.headers[state.actualHeader]
   }
 
   const usageFailed = (error: unknown) => init.log.error({ err: error }, 'could not record usage')
@@ -178,15 +245,17 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   return {
     // For `tollgate routes`; read once per table.
     describe: () => ({
-      summary: `${config.cost} credit(s) per ${config.perItem ? `item of ${config.perItem.path}` : 'request'} (${apiType})`,
+      summary: summaryOf(config, apiType),
       apiType, cost: config.cost, ...(config.perItem ? { perItem: config.perItem.path } : {}),
+      ...(config.jsonrpc ? { jsonrpc: config.jsonrpc } : {}), ...(config.perKiB ? { perKiB: config.perKiB } : {}),
+      ...(config.actual ? { actual: config.actual } : {}),
     }),
     request(ctx: RequestContext) {
       ctx.apiType = apiType
-      if (!config.perItem) return reserve(ctx)
+      if (!readsBody) return reserve(ctx)
     },
     body(ctx: RequestContext) {
-      if (config.perItem) return reserve(ctx)
+      if (readsBody) return reserve(ctx)
     },
     response(ctx: RequestContext) {
       const state = ctx.state.get(STATE) as MeterState | undefined
@@ -233,6 +302,7 @@ const creditMeter: PluginDefinition<CreditMeterConfig> = {
           },
         },
       },
+      ...pricingSchema,
       refundStatuses: {
         type: 'array',
         items: { type: 'integer', minimum: 400, maximum: 599 },
@@ -247,7 +317,10 @@ const creditMeter: PluginDefinition<CreditMeterConfig> = {
       },
     },
   },
-  needs: (config) => (config.perItem ? { body: 'json' } : {}),
+  needs: (config) => {
+    const body = bodyNeed(config)
+    return body ? { body } : {}
+  },
   create: (config, init) => createMeter(config, init),
 }
 

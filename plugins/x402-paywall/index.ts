@@ -84,6 +84,8 @@ interface PaidRequest {
   /** Bound to an intent header's value (a route without auth with `intentHeader`). */
   intentBound: boolean
   settled?: boolean
+  /** The settlement that released the content (set once the delivery is claimed). */
+  settlement?: SettledPayment & { asset: string }
   /** Set by a later plugin ({@link onPaymentSettled}); runs before the content is released. */
   onSettled?: (payment: SettledPayment) => Promise<void>
 }
@@ -131,6 +133,14 @@ export function onPaymentSettled(ctx: RequestContext, fn: (payment: SettledPayme
   const paid = ctx.state.get(STATE) as PaidRequest | undefined
   if (!paid) throw new Error('onPaymentSettled: no x402 payment on this request')
   paid.onSettled = fn
+}
+
+/**
+ * The payment settled for this request's answer, once the paywall released the content (response
+ * phase; plugins of lower priority see it), with the asset it was paid in; undefined otherwise.
+ */
+export function settledPayment(ctx: RequestContext): (SettledPayment & { asset: string }) | undefined {
+  return (ctx.state.get(STATE) as PaidRequest | undefined)?.settlement
 }
 
 const same = (text: string): PaymentRequiredTexts => ({ v1: text, v2: text })
@@ -184,7 +194,7 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
     const corsOrigins = new Set(config.corsOrigins)
 
     const ask = (ctx: RequestContext, url: string, texts: PaymentRequiredTexts, payer?: string) => {
-      const answer = paymentRequired(offers, url, config, texts, { payer })
+      const answer = paymentRequired(offers, url, config, texts, { payer, method: ctx.method })
       ctx.respond(answer.status, answer.body, answer.headers)
     }
 
@@ -270,18 +280,20 @@ const x402Paywall: PluginDefinition<PaywallConfig> = {
           }
           if (paid.key === undefined || (await redemptions.claimDelivery(paid.key, result.transaction))) {
             ctx.response.headers[headerName] = settleHeader(result)
+            const requirements = body.paymentRequirements as { asset?: string }
+            paid.settlement = { network: paid.network.offer.caip2, payer: result.payer || paid.payer, amount: amountOf(body), transaction: result.transaction, asset: requirements.asset ?? '' }
             return
           }
           ctx.logFields.x402Result = reasons.duplicateSettlement
           const refused: SettleResponse = { ...result, success: false, errorReason: reasons.duplicateSettlement, errorMessage: 'this payment was already redeemed' }
           ctx.response = paymentRequired(offers, paid.url, config, same(reasons.duplicateSettlement), {
-            payer: paid.payer, extraHeaders: { [headerName]: settleHeader(refused) },
+            payer: paid.payer, method: ctx.method, extraHeaders: { [headerName]: settleHeader(refused) },
           })
           return
         }
         if (result.errorReason === reasons.settlementPending && paid.key !== undefined) await redemptions.markPending(paid.key, result.transaction)
         ctx.response = paymentRequired(offers, paid.url, config, same(result.errorReason ?? 'settlement_failed'), {
-          payer: paid.payer, extraHeaders: { [headerName]: settleHeader(result) },
+          payer: paid.payer, method: ctx.method, extraHeaders: { [headerName]: settleHeader(result) },
         })
       },
     }

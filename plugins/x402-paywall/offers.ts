@@ -5,7 +5,8 @@
 import type { RequestContext, ResponseState } from '../../core/plugin.ts'
 import type { EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
 import type { PaymentRequirementsV1, PaymentRequirementsV2 } from '../x402-facilitator/evm/types.ts'
-import type { PaywallConfig } from './config.ts'
+import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'
+import { bazaarExtension } from './bazaar.ts'
 
 /** One network's terms, independent of the request. */
 export interface NetworkOffer {
@@ -67,13 +68,14 @@ export function encodeHeader(value: unknown): string {
  */
 export function paymentRequired(
   offers: readonly NetworkOffer[], url: string, config: PaywallConfig, texts: PaymentRequiredTexts,
-  more: { payer?: string; extraHeaders?: Record<string, string> } = {},
+  more: { payer?: string; extraHeaders?: Record<string, string>; method?: string } = {},
 ): ResponseState & { headers: Record<string, string>; body: Buffer } {
   const v2 = {
     x402Version: 2,
     error: texts.v2,
     resource: { url, description: config.description, mimeType: config.mimeType },
     accepts: offers.map((offer) => offer.v2),
+    ...(more.method ? { extensions: { bazaar: bazaarExtension(more.method, config.mimeType) } } : {}),
   }
   const v1 = {
     x402Version: 1,

@@ -39,6 +39,8 @@ const MATRIX: { command: string[]; misspelt: string; meant: string; needsValue: 
   { command: ['user', 'add'], misspelt: '--emali', meant: '--email', needsValue: '--role' },
   { command: ['user', 'passwd'], misspelt: '--mail', meant: '--email', needsValue: '--email' },
   { command: ['user', 'list'], misspelt: '--conifg', meant: '--config', needsValue: '-c' },
+  { command: ['receipt', 'verify'], misspelt: '--key', meant: '--keys', needsValue: '--keys' },
+  { command: ['receipt', 'public-key'], misspelt: '--envv', meant: '--env', needsValue: '--kid' },
 ]
 
 t.test('every command: --help, a misspelt flag, a flag without its value', async (t) => {
@@ -76,7 +78,7 @@ t.test('top level: --version, --help, unknown command, unknown flag', async (t) 
   t.match(version.stdout, /^\d+\.\d+\.\d+\n$/)
   const help = await cli(dir, ['--help'])
   t.equal(help.code, 0)
-  for (const command of ['start', 'check', 'schema', 'hash-key KEY', 'migrate', 'usage', 'user add', 'user passwd', 'user list']) t.match(help.stdout, `tollgate ${command}`)
+  for (const command of ['start', 'check', 'schema', 'hash-key KEY', 'migrate', 'usage', 'user add', 'user passwd', 'user list', 'receipt verify RECEIPT', 'receipt public-key']) t.match(help.stdout, `tollgate ${command}`)
   const typo = await cli(dir, ['strat'])
   t.equal(typo.code, 2)
   t.match(typo.stderr, 'unknown command "strat" (did you mean start?)')

@@ -21,6 +21,7 @@ import { createWalletClient, http, parseAbi, type LocalAccount } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { call, decodeHeader, x402Config, x402Env } from '../helpers/x402.ts'
+import { bazaarExtension } from '../../plugins/x402-paywall/bazaar.ts'
 import { now, price, requirementsV2, signAuthorization, startFixture } from '../plugins/x402-facilitator/evm-helpers.ts'
 
 const KEY = `xk_pw_${randomBytes(10).toString('hex')}`
@@ -144,7 +145,10 @@ t.test('without a payment: 402 with PAYMENT-REQUIRED (v2) and the v1 body; CORS 
     error: 'PAYMENT-SIGNATURE header is required',
     resource: { url: paid('ok'), description: 'Mirror-node data, paid per request', mimeType: 'application/json' },
     accepts: [{ ...offer, network: 'eip155:84532', amount: price }],
+    // The discovery (bazaar) extension, as the SDK's declareDiscoveryExtension writes it (bazaar.ts).
+    extensions: { bazaar: bazaarExtension('GET', 'application/json') },
   })
+  t.match(decodeHeader(res.headers['payment-required']).extensions.bazaar.info, { input: { type: 'http', method: 'GET' }, output: { type: 'json' } })
   t.same(res.json(), {
     x402Version: 1,
     error: 'X-PAYMENT header is required',

@@ -158,7 +158,7 @@ export class CreditLeases {
 
   /** {@link SharedCreditLedger.ledger} with this instance's held credits in the pending entry and the balance. */
   async ledger(projectId: string, period: string, allocation: number): Promise<CreditLedger> {
-    const found = await this.exact.ledger(projectId, period, allocation)
+    const found = withoutReserved(await this.exact.ledger(projectId, period, allocation))
     const held = this.heldFor(projectId, period)
     if (held === 0) return found
     const entries: CreditLedgerEntry[] = found.entries.filter((entry) => entry.kind !== 'pending')
@@ -384,5 +384,21 @@ export class CreditLeases {
       () => this.ending.delete(lease.id),
       () => {},
     )
+  }
+}
+
+/**
+ * A lease's draw writes the charge after any part given back before it, so its ledger row does not
+ * keep the reservation: charge lines of a leasing store leave `reserved` out rather than show a
+ * figure that is only the charge again.
+ */
+function withoutReserved(ledger: CreditLedger): CreditLedger {
+  return {
+    balance: ledger.balance,
+    entries: ledger.entries.map((entry) => {
+      if (entry.kind !== 'charge') return entry
+      const { reserved: _reserved, ...rest } = entry
+      return rest
+    }),
   }
 }

@@ -189,10 +189,11 @@ export class SharedCreditLedger {
         args,
       )
       const carries = await client.query<{ id: string; from_period: string; to_period: string; amount: number; actor: string; at: Date }>(CARRIES_SQL, args)
-      const charges = await client.query<{ api_type: string; hour_ms: number; amount: number }>(
-        `SELECT api_type, (extract(epoch FROM date_trunc('hour', created_at AT TIME ZONE 'UTC')) * 1000)::bigint AS hour_ms, sum(charged) AS amount
+      // `reserved`: the holds' reservations (the estimate) beside what they were charged (the actual).
+      const charges = await client.query<{ api_type: string; hour_ms: number; amount: number; reserved: number }>(
+        `SELECT api_type, (extract(epoch FROM date_trunc('hour', created_at AT TIME ZONE 'UTC')) * 1000)::bigint AS hour_ms, sum(charged) AS amount, sum(amount) AS reserved
          FROM credit_holds WHERE project_id = $1 AND period = $2 AND state = 'committed'
-         GROUP BY 1, 2 HAVING sum(charged) <> 0 ORDER BY 2, 1`,
+         GROUP BY 1, 2 HAVING sum(charged) <> 0 OR sum(amount) <> 0 ORDER BY 2, 1`,
         args,
       )
       const pending = await client.query<{ amount: number }>(
@@ -203,7 +204,7 @@ export class SharedCreditLedger {
       const entries: CreditLedgerEntry[] = [{ kind: 'allocation', amount: allocation }]
       for (const g of grants.rows) entries.push({ kind: 'grant', id: g.id, reason: g.reason, actor: g.actor, at: g.at.toISOString(), amount: g.amount })
       for (const c of carries.rows) entries.push(carryEntry(period, c))
-      for (const c of charges.rows) entries.push({ kind: 'charge', apiType: c.api_type, hour: new Date(c.hour_ms).toISOString(), amount: -c.amount })
+      for (const c of charges.rows) entries.push({ kind: 'charge', apiType: c.api_type, hour: new Date(c.hour_ms).toISOString(), amount: -c.amount, reserved: -c.reserved })
       const held = pending.rows[0]?.amount ?? 0
       if (held !== 0) entries.push({ kind: 'pending', amount: -held })
       const row = balance.rows[0]

@@ -228,6 +228,25 @@ for (const engine of engines) {
       t.same((await store.creditLedger('nobody', '2026-11', 9)).entries, [{ kind: 'allocation', amount: 9 }], 'an untouched period is its allocation')
     })
 
+    t.test('ledger: two-phase metering shows the estimate (reserved) beside the actual (charged)', async (t) => {
+      const store = await engine.opener(t)()
+      const r = (amount: number) => reservation({ projectId: 'two-phase', allocation: 100, amount, apiType: 'PRIVNET_RPC' })
+      const estimated = r(10)
+      const flat = r(4)
+      for (const x of [estimated, flat]) t.ok((await store.reserveCredits(x)).ok)
+      // The meter's settlement of a measured cost of 3: the rest goes back, then the commit.
+      await store.refundPart(estimated.id, 7)
+      await store.commitCredits(estimated.id)
+      await store.commitCredits(flat.id)
+      const { balance, entries } = await store.creditLedger('two-phase', '2026-11', 100)
+      t.equal(balance.used, 7, 'the balance took the actuals: 3 + 4')
+      const charges = entries.filter((e) => e.kind === 'charge')
+      t.equal(charges.reduce((sum, e) => sum + e.amount, 0), -7)
+      if (engine.leases) t.ok(charges.every((e) => e.kind === 'charge' && e.reserved === undefined), 'a leasing store leaves reserved out')
+      else t.equal(charges.reduce((sum, e) => sum + (e.kind === 'charge' ? e.reserved ?? 0 : 0), 0), -14, 'reserved: the estimates, 10 + 4')
+      t.equal(ledgerSum(entries), balance.allocation + balance.granted - balance.used, 'reserved is not part of the sum')
+    })
+
     t.test('the allocation comes from each call; periods are separate balances', async (t) => {
       const store = await engine.opener(t)()
       t.ok((await store.reserveCredits(reservation({ projectId: 'alloc', allocation: 5, amount: 5 }))).ok)

@@ -514,7 +514,7 @@ t.test('ledger of a database written before the per-hour charge lines: one earli
   t.same(entries, [
     { kind: 'allocation', amount: 100 },
     { kind: 'grant', id: 'topup:1', reason: 'top_up', actor: 'ops', at: '2026-11-21T10:05:00.000Z', amount: 7 },
-    { kind: 'charge', apiType: 'PRIVNET_RPC', hour: '2026-11-21T10:00:00.000Z', amount: -3 },
+    { kind: 'charge', apiType: 'PRIVNET_RPC', hour: '2026-11-21T10:00:00.000Z', amount: -3, reserved: -3 },
     { kind: 'earlier_charges', amount: -10 },
     { kind: 'pending', amount: -2 },
   ])
