@@ -44,6 +44,8 @@ export interface Project {
   /** The secret a rotation replaced, still accepted until `until` (epoch ms). */
   previousSecret?: { hash: string; until: number }
   keys: readonly ApiKeyRecord[]
+  /** Low-balance thresholds set at run time, in place of gateway.yaml's (core/alerts/thresholds.ts). */
+  alertThresholds?: readonly { percent?: number; remaining?: number }[]
   /** Operator-defined extras (per-project settings of plugins). */
   settings: Readonly<Record<string, unknown>>
 }
