@@ -123,6 +123,10 @@ export function refusalReason(answer: string, project: ProjectSummary['project']
       return 'Over the rate limit of the route or the plan.'
     case 'forbidden':
       return 'Refused by the route’s access rules.'
+    case 'disabled_key':
+      return 'The key is disabled (see Keys): enable it, or use another.'
+    case 'expired_key':
+      return 'The key has expired (see Keys): give the client a new key.'
     case 'missing_api_key':
     case 'invalid_api_key':
       return 'No usable key: missing, unknown, disabled or expired.'

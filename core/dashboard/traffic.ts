@@ -17,6 +17,11 @@ const HOUR_MS = 3_600_000
 const FLUSH_MS = 2000
 const KEEP_HOURS = 48
 /** The answers a client was refused with (no credential, no credit, no permission, too many). */
+/**
+ * The tally of refusals no project owns (a key no project has): `traffic:*` ('*' is outside the
+ * project id alphabet), its `keys` by `route:<name>`. The presented key is never stored.
+ */
+export const UNATTRIBUTED = '*'
 export const REFUSAL_STATUSES: ReadonlySet<number> = new Set([401, 402, 403, 429])
 
 export interface KeyTally {
@@ -83,19 +88,20 @@ export class TrafficLog {
   }
 
   /** One finished answer (called by the pipeline for every request; a map update, nothing more). */
-  record(ctx: Pick<RequestContext, 'project' | 'apiKey' | 'refused' | 'error'>, status: number): void {
-    const project = ctx.project ?? ctx.refused?.project
-    if (!project) return
+  record(ctx: Pick<RequestContext, 'project' | 'apiKey' | 'refused' | 'error'> & { routeName?: string }, status: number): void {
+    // A key no project has is counted under no project (UNATTRIBUTED), per route, never by the key.
+    const projectId = ctx.project?.id ?? ctx.refused?.project?.id ?? (ctx.refused ? UNATTRIBUTED : undefined)
+    if (projectId === undefined) return
     const now = this.#clock()
     const start = Math.floor(now / HOUR_MS) * HOUR_MS
     if (this.#hour.start !== start) this.#hour = { start, iso: new Date(start).toISOString() }
     const hour = this.#hour.iso
-    let tally = this.#pending.get(project.id)
-    if (!tally) this.#pending.set(project.id, (tally = empty()))
+    let tally = this.#pending.get(projectId)
+    if (!tally) this.#pending.set(projectId, (tally = empty()))
     const answer = answerOf(ctx, status)
     const answers = (tally.hours[hour] ??= {})
     answers[answer] = (answers[answer] ?? 0) + 1
-    const label = (ctx.apiKey ?? ctx.refused?.key)?.label
+    const label = (ctx.apiKey ?? ctx.refused?.key)?.label ?? (projectId === UNATTRIBUTED ? `route:${ctx.routeName ?? '-'}` : undefined)
     if (label !== undefined) {
       const key = (tally.keys[label] ??= { requests: 0, refusals: 0, lastUsed: 0 })
       key.requests++
