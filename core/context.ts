@@ -27,7 +27,7 @@ export class Context implements RequestContext {
   redactedPath: string
   project?: Project
   apiKey?: ApiKeyRecord
-  refused?: { project: Project; key: ApiKeyRecord; reason: string }
+  refused?: { project?: Project; key?: ApiKeyRecord; reason: string }
   apiType?: string
   // The collections below are made on first use: most requests never touch them, and each one
   // allocated per request shows in the garbage collector's share at a few thousand requests/s.

@@ -276,11 +276,16 @@ export class Gateway {
         return code.workstationAdminRoute(this.#workstations.service, req, url, (projectId) => this.accounts.canAccessProject(principal, projectId))
       },
       coreRoutes: [
-        alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId)),
+        alertsAdmin(this.alerts, () => this.#table.projects, (principal, projectId) => this.accounts.canAccessProject(principal, projectId), {
+          settings: this.store.settings,
+          sync: this.settingsSync,
+          projectConfigs: () => this.#table.config.projects,
+        }),
         userRoutes({ accounts: this.accounts, settings: this.store.settings, projects: () => this.#table.projects }),
       ],
       dashboard: dashboard({ store: this.store, alerts: this.alerts, traffic: this.traffic, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
         workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),
+        alertConfig: (projectId) => this.#table.config.projects.find((p) => p.id === projectId)?.alerts,
       }),
     })
     const host = this.#options.host ?? config.server.listen.host

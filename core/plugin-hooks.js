@@ -43,8 +43,10 @@ export async function resolve(specifier, context, nextResolve) {
   if (entry) return nextResolve(entry, context)
   const resolved = await nextResolve(specifier, context)
   const { url, format } = resolved
-  // Node 24 strips types itself and names a .ts file's format 'commonjs-typescript'.
-  if ((format !== 'commonjs' && format !== 'commonjs-typescript') || !url.startsWith('file:') || url.includes('/node_modules/') || !/\.(js|ts|jsx|tsx)$/.test(url)) return resolved
+  // Node 24 strips types itself and names a .ts file's format 'commonjs-typescript' — or leaves it
+  // unnamed (null) when tsx resolved it, and the load then took it for CommonJS: its
+  // `import … from 'tollgate/plugin'` became a require() that no import hook maps.
+  if ((format != null && format !== 'commonjs' && format !== 'commonjs-typescript') || !url.startsWith('file:') || url.includes('/node_modules/') || !/\.(js|ts|jsx|tsx)$/.test(url)) return resolved
   const path = fileURLToPath(url)
   if (declaredType(dirname(path))) return resolved
   let source
@@ -53,5 +55,7 @@ export async function resolve(specifier, context, nextResolve) {
   } catch {
     return resolved
   }
-  return ESM_SYNTAX.test(source) ? { ...resolved, format: format === 'commonjs-typescript' ? 'module-typescript' : 'module' } : resolved
+  if (!ESM_SYNTAX.test(source)) return resolved
+  return { ...resolved, format: format === 'commonjs-typescript' ? 'module-typescript' : 'module' }
 }
+

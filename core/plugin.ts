@@ -195,10 +195,11 @@ export interface RequestContext {
   project?: Project
   apiKey?: ApiKeyRecord
   /**
-   * Set by an auth plugin that knew the key but refused it (scope, plan): whose traffic the refusal
-   * was, for the dashboard's refused-traffic view. Never sent to the client; `project` stays unset.
+   * Set by an auth plugin that refused a key (scope, plan, disabled, expired: the key's project and
+   * key; unknown: the reason alone), for the dashboard's refused-traffic view. Never sent to the
+   * client; `ctx.project` stays unset.
    */
-  refused?: { project: Project; key: ApiKeyRecord; reason: string }
+  refused?: { project?: Project; key?: ApiKeyRecord; reason: string }
   /** API type for metering and metrics (`PRIVNET_ZKPAAS`, `MIRROR`, ...); set by a plugin or the route. */
   apiType?: string
   /** Path params that carry credentials; forwarding never puts them upstream, logs redact them. */

@@ -57,6 +57,7 @@ export function applyOverride(base: Project, override: ProjectOverride): Project
     secretHash: override.secretHash === undefined ? base.secretHash : (override.secretHash ?? undefined),
     ...(override.previousSecret ? { previousSecret: override.previousSecret } : base.previousSecret ? { previousSecret: base.previousSecret } : {}),
     keys,
+    ...(override.alertThresholds ? { alertThresholds: override.alertThresholds } : base.alertThresholds ? { alertThresholds: base.alertThresholds } : {}),
     settings: base.settings,
   }
 }

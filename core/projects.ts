@@ -44,6 +44,8 @@ export interface Project {
   /** The secret a rotation replaced, still accepted until `until` (epoch ms). */
   previousSecret?: { hash: string; until: number }
   keys: readonly ApiKeyRecord[]
+  /** Low-balance thresholds set at run time, in place of gateway.yaml's (core/alerts/thresholds.ts). */
+  alertThresholds?: readonly { percent?: number; remaining?: number }[]
   /** Operator-defined extras (per-project settings of plugins). */
   settings: Readonly<Record<string, unknown>>
 }
@@ -53,7 +55,9 @@ export type KeyRefusal = 'unknown_key' | 'disabled_key' | 'expired_key'
 
 export type KeyLookup =
   | { ok: true; project: Project; key: ApiKeyRecord }
-  | { ok: false; reason: KeyRefusal }
+  | { ok: false; reason: 'unknown_key' }
+  /** A disabled or expired key still belongs to its project: the refusal is counted there (never told to the client). */
+  | { ok: false; reason: 'disabled_key' | 'expired_key'; project: Project; key: ApiKeyRecord }
 
 /** `sha256:<hex>` of a credential: the form gateway.yaml stores (`tollgate hash-key`). */
 export function hashCredential(clear: string): string {
@@ -142,8 +146,8 @@ export class ProjectDirectory {
     // last comparison constant-time, though it costs ~2,000 instructions a request (bench/RESULTS.md).
     const found = this.#byKeyDigest.get(digest)
     if (!found || !sameDigest(digest, found.digest)) return { ok: false, reason: 'unknown_key' }
-    if (found.key.disabled) return { ok: false, reason: 'disabled_key' }
-    if (found.key.expiresAt !== undefined && now >= found.key.expiresAt) return { ok: false, reason: 'expired_key' }
+    if (found.key.disabled) return { ok: false, reason: 'disabled_key', project: found.project, key: found.key }
+    if (found.key.expiresAt !== undefined && now >= found.key.expiresAt) return { ok: false, reason: 'expired_key', project: found.project, key: found.key }
     return { ok: true, project: found.project, key: found.key }
   }
 

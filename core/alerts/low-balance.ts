@@ -130,7 +130,9 @@ export class LowBalanceMonitor {
     if (!project || project.credits.allocation <= 0) return
     const now = this.#clock()
     const period = currentSchedulePeriod(project.credits, now)
-    const due = alerts.thresholds.filter((threshold) => !this.#known.has(`${projectId}|${period}|${thresholdId(threshold)}`))
+    // Thresholds set at run time (PUT /admin/projects/:id/alerts/thresholds) replace the yaml's.
+    const thresholds = project.alertThresholds ?? alerts.thresholds
+    const due = thresholds.filter((threshold) => !this.#known.has(`${projectId}|${period}|${thresholdId(threshold)}`))
     if (due.length === 0) return
     const balance = await this.#deps.store.balance(projectId, period, project.credits.allocation)
     for (const threshold of due) {

@@ -67,6 +67,8 @@ export interface DashboardDeps {
    * workstations; the project page then shows the Workstation card for projects with the feature on.
    */
   workstationBase?(): string | undefined
+  /** gateway.yaml's low-balance thresholds of a project and whether it has a webhook (operators edit them on its page). */
+  alertConfig?(projectId: string): { thresholds: readonly { percent?: number; remaining?: number }[] } | undefined
 }
 
 /** The page's policy: nothing but this origin, no inline script or style, no framing. */
@@ -152,7 +154,13 @@ export function dashboard(deps: DashboardDeps) {
       const found = project(second)
       // Another user's project is answered as a missing one: nothing tells it exists.
       if (!found) sendHtml(res, 404, messagePage(session, 'Project not found', `There is no project ${second} you can see.`))
-      else sendHtml(res, 200, projectPage(session, await summary(found, { ledger: true }), found.features.workstation ? deps.workstationBase?.() : undefined))
+      else {
+        const config = deps.alertConfig?.(found.id)
+        const thresholds = deps.alertConfig
+          ? { configured: config !== undefined, source: found.alertThresholds ? ('runtime' as const) : ('config' as const), thresholds: found.alertThresholds ?? config?.thresholds ?? [] }
+          : undefined
+        sendHtml(res, 200, projectPage(session, await summary(found, { ledger: true }), found.features.workstation ? deps.workstationBase?.() : undefined, thresholds))
+      }
       return true
     }
     if (path === '/dashboard/operator') {

@@ -6,11 +6,11 @@
 import type { AlertRecord } from '../alerts/low-balance.ts'
 import type { BalanceView, ProjectSummary, RouteStat } from './data.ts'
 import { ROTATED_LABEL } from '../settings-admin-input.ts'
-import { SCOPES } from '../projects.ts'
 import { formatNumber, html, when, type SafeHtml } from './html.ts'
 export { when } from './html.ts'
 import { layout, REFRESH_MS, type DashboardViewer } from './layout.ts'
 import { MAX_PASSWORD_LENGTH } from '../accounts/password.ts'
+import { newProjectCard, projectSettingsCard, type AlertThresholdsView } from './operator-forms.ts'
 
 const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSpace' | 'tee' | 'workstation'; label: string; help: string; operatorOnly: boolean }[] = [
   { key: 'proveBatch', label: 'ZK Prove Batch', help: 'Batched proofs on /prove-batch', operatorOnly: false },
@@ -123,6 +123,10 @@ export function refusalReason(answer: string, project: ProjectSummary['project']
       return 'Over the rate limit of the route or the plan.'
     case 'forbidden':
       return 'Refused by the route’s access rules.'
+    case 'disabled_key':
+      return 'The key is disabled (see Keys): enable it, or use another.'
+    case 'expired_key':
+      return 'The key has expired (see Keys): give the client a new key.'
     case 'missing_api_key':
     case 'invalid_api_key':
       return 'No usable key: missing, unknown, disabled or expired.'
@@ -276,7 +280,7 @@ function workstationCard(projectId: string, openBase: string): SafeHtml {
     </section>`
 }
 
-export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, workstationBase?: string): string {
+export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, workstationBase?: string, alertThresholds?: AlertThresholdsView): string {
   const { project } = summary
   const id = encodeURIComponent(project.id)
   return layout(
@@ -289,7 +293,7 @@ export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, wo
     </div>
     <p class="error" id="action-error" role="alert" hidden></p>
     <p class="notice" id="action-notice" role="status" hidden></p>
-    ${viewer.operator ? projectSettingsCard(summary) : ''}
+    ${viewer.operator ? projectSettingsCard(summary, alertThresholds) : ''}
     <section class="card chart-card">
       <div class="card-head"><h2>Requests per API type and refusals · last 24 h</h2>
         <a class="small" href="/admin/projects/${id}/usage?granularity=hour&amp;by=route&amp;format=csv" download>CSV</a></div>
@@ -362,68 +366,6 @@ export function operatorFragment(summaries: readonly ProjectSummary[], alerts: r
       )}</tbody>
     </table>`)}</section>
     <section class="card"><h2>Latest alerts</h2>${alertsList(alerts.slice(0, 10), true)}</section>`
-}
-
-/** Checkboxes of the scopes a project may have (the API's SCOPES). */
-function scopePicker(checked: ReadonlySet<string>): SafeHtml {
-  return html`<fieldset class="picker" data-field="scopes"><legend>Scopes</legend>
-    <div class="checks">${SCOPES.map((scope) => html`<label class="check"><input type="checkbox" name="scopes" value="${scope}" ${checked.has(scope) ? 'checked' : ''}> <code>${scope}</code></label>`)}</div>
-    <p class="field-error" data-error-for="scopes" hidden></p></fieldset>`
-}
-
-/** A field with its rule under it and the slot its refusal goes to. */
-function field(label: string, name: string, input: SafeHtml, rule?: string): SafeHtml {
-  return html`<label>${label} ${input}${rule ? html`<span class="hint muted small" id="rule-${name}">${rule}</span>` : ''}
-    <span class="field-error" data-error-for="${name}" hidden></span></label>`
-}
-
-/** The plan, scopes and credits of a project as form fields (new project, project settings). */
-function projectFields(values: { name: string; plan: string; scopes: ReadonlySet<string>; allocation: number; period: string; refill?: { interval: string; day?: number } }): SafeHtml {
-  const refill = values.refill ? (values.refill.interval === 'day' ? 'day' : 'month') : 'none'
-  return html`<div class="fields">
-      ${field('Name', 'name', html`<input name="name" maxlength="200" value="${values.name}" aria-describedby="rule-name">`, '1 to 200 characters')}
-      ${field('Plan', 'plan', html`<input name="plan" maxlength="64" value="${values.plan}" spellcheck="false" aria-describedby="rule-plan">`, '1 to 64 letters, digits, _ . or -')}
-      ${field('Credit allocation', 'credits.allocation', html`<input name="allocation" type="number" min="0" step="1" inputmode="numeric" value="${values.allocation}" aria-describedby="rule-credits.allocation">`, 'Credits per period, an integer from 0')}
-      ${field('Billing period', 'credits.period', html`<select name="period">${['hour', 'day', 'month'].map((p) => html`<option value="${p}" ${values.period === p ? 'selected' : ''}>${p}</option>`)}</select>`)}
-      ${field('Refill schedule', 'credits.refill', html`<select name="refill">
-        <option value="none" ${refill === 'none' ? 'selected' : ''}>with the billing period</option>
-        <option value="day" ${refill === 'day' ? 'selected' : ''}>every day</option>
-        <option value="month" ${refill === 'month' ? 'selected' : ''}>every month on a day</option></select>`)}
-      ${field('Refill day of the month', 'credits.refill.day', html`<input name="refillDay" type="number" min="1" max="31" step="1" inputmode="numeric" value="${values.refill?.day ?? ''}" aria-describedby="rule-credits.refill.day">`, '1 to 31, for a monthly refill')}
-    </div>
-    ${scopePicker(values.scopes)}`
-}
-
-/** Operators' settings of one project: plan, scopes, allocation and refill, and a credit top-up (admin API calls from app.js). */
-function projectSettingsCard(summary: ProjectSummary): SafeHtml {
-  const { project } = summary
-  return html`<details class="card settings" id="project-settings">
-    <summary><h2>Settings and credits</h2><span class="muted small">operator</span></summary>
-    <form id="project-form" class="account-form" data-project="${project.id}" novalidate>
-      ${projectFields({ name: project.name, plan: project.plan, scopes: project.scopes, allocation: project.credits.allocation, period: project.credits.period, refill: project.credits.refill ?? undefined })}
-      <p class="error" role="alert" hidden></p>
-      <button type="submit" class="primary">Save settings</button>
-    </form>
-    <form id="top-up-form" class="inline top-up" data-project="${project.id}" novalidate>
-      ${field('Top up credits', 'amount', html`<input name="amount" type="number" min="1" step="1" inputmode="numeric" required aria-describedby="rule-amount">`, 'An integer from 1; counts in this period only')}
-      ${field('Reason', 'reason', html`<input name="reason" maxlength="64" placeholder="e.g. support-ticket-42" aria-describedby="rule-reason">`, 'Optional, 1 to 64 printable ASCII characters')}
-      <button type="submit" class="primary">Top up</button>
-      <p class="error" role="alert" hidden></p>
-    </form>
-  </details>`
-}
-
-/** The operators' New project form (Projects page). */
-function newProjectCard(): SafeHtml {
-  return html`<details class="card settings" id="new-project">
-    <summary><h2>New project</h2></summary>
-    <form id="create-project" class="account-form" novalidate>
-      <div class="fields">${field('Project id', 'id', html`<input name="id" maxlength="64" spellcheck="false" autocomplete="off" aria-describedby="rule-id">`, '1 to 64 letters, digits, _ . or -; cannot change later')}</div>
-      ${projectFields({ name: '', plan: 'standard', scopes: new Set(), allocation: 0, period: 'month' })}
-      <p class="error" role="alert" hidden></p>
-      <button type="submit" class="primary">Create project</button>
-    </form>
-  </details>`
 }
 
 export function operatorPage(viewer: DashboardViewer, summaries: readonly ProjectSummary[], alerts: readonly AlertRecord[]): string {

@@ -18,6 +18,11 @@ const HOUR_MS = 3_600_000
 const FLUSH_MS = 2000
 const KEEP_HOURS = 48
 /** The answers a client was refused with (no credential, no credit, no permission, too many). */
+/**
+ * The tally of refusals no project owns (a key no project has): `traffic:*` ('*' is outside the
+ * project id alphabet), its `keys` by `route:<name>`. The presented key is never stored.
+ */
+export const UNATTRIBUTED = '*'
 export const REFUSAL_STATUSES: ReadonlySet<number> = new Set([401, 402, 403, 429])
 
 export interface KeyTally {
@@ -110,20 +115,21 @@ export class TrafficLog {
   }
 
   /** One finished answer (called by the pipeline for every request): counters bumped, nothing allocated once warm. */
-  record(ctx: Pick<RequestContext, 'project' | 'apiKey' | 'refused' | 'error'>, status: number): void {
-    const project = ctx.project ?? ctx.refused?.project
-    if (!project) return
+  record(ctx: Pick<RequestContext, 'project' | 'apiKey' | 'refused' | 'error'> & { routeName?: string }, status: number): void {
+    // A key no project has is counted under no project (UNATTRIBUTED), per route, never by the key.
+    const projectId = ctx.project?.id ?? ctx.refused?.project?.id ?? (ctx.refused ? UNATTRIBUTED : undefined)
+    if (projectId === undefined) return
     const now = this.#clock()
     if (now >= this.#hourEnd || now < this.#hourStart) this.#startHour(now)
-    let counts = this.#counts.get(project.id)
-    if (counts === undefined) this.#counts.set(project.id, (counts = new ProjectCounts()))
+    let counts = this.#counts.get(projectId)
+    if (counts === undefined) this.#counts.set(projectId, (counts = new ProjectCounts()))
     counts.count++
     if (status < 400 || status >= 500) counts.statuses.set(status, (counts.statuses.get(status) ?? 0) + 1)
     else {
       const answer = answerOf(ctx, status)
       counts.labelled.set(answer, (counts.labelled.get(answer) ?? 0) + 1)
     }
-    const label = (ctx.apiKey ?? ctx.refused?.key)?.label
+    const label = (ctx.apiKey ?? ctx.refused?.key)?.label ?? (projectId === UNATTRIBUTED ? `route:${ctx.routeName ?? '-'}` : undefined)
     if (label !== undefined) {
       let key = counts.keys.get(label)
       if (key === undefined) counts.keys.set(label, (key = { requests: 0, refusals: 0, lastUsed: 0 }))

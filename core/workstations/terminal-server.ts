@@ -50,7 +50,7 @@ const assets: Record<string, { type: string; body: Buffer }> = {
 }
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
-const page = `<!doctype html><html><head><meta charset="utf-8"><title>Workstation ${escapeHtml(values.project ?? '')}</title>
+const page = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Workstation ${escapeHtml(values.project ?? '')}</title>
 <link rel="stylesheet" href="xterm.css"><style>html,body{margin:0;height:100%;overflow:hidden;background:#000}#term{height:100%}</style></head>
 <body><div id="term"></div><script src="xterm.js"></script><script>
 const box = document.getElementById('term')

@@ -117,6 +117,8 @@ export function keyAuthenticator(config: KeyAuthConfig, init: PluginInit, missin
     const found = init.projects.lookupKey(presented)
     if (!found.ok) {
       failures.labels(found.reason).inc()
+      // Counted on the dashboard under the key's project (disabled, expired) or no project (unknown).
+      ctx.refused = found.reason === 'unknown_key' ? { reason: found.reason } : { project: found.project, key: found.key, reason: found.reason }
       throw new GatewayError(401, 'invalid_api_key', INVALID_KEY_MESSAGE)
     }
     const { project, key } = found

@@ -70,6 +70,8 @@ const SERVED = [
   'get /admin/projects/{id}/credits/ledger',
   'get /admin/alerts',
   'get /admin/projects/{id}/alerts',
+  'get /admin/projects/{id}/alerts/thresholds',
+  'put /admin/projects/{id}/alerts/thresholds',
   'get /admin/projects/{id}/workstation',
   'delete /admin/projects/{id}/workstation',
   'post /admin/projects/{id}/workstation/provision',
@@ -276,6 +278,14 @@ routes:
   await admin('GET', '/admin/projects/{id}/alerts', '/admin/projects/acme/alerts?limit=5')
   await admin('GET', '/admin/projects/{id}/alerts', '/admin/projects/acme/alerts?limit=x')
   check('GET', '/admin/projects/{id}/alerts', await owner.call('GET', '/admin/projects/other/alerts'))
+  // Thresholds: gateway.yaml's, set at run time (operators), a bad body, no webhook, an owner, back to the yaml.
+  await admin('GET', '/admin/projects/{id}/alerts/thresholds', '/admin/projects/acme/alerts/thresholds')
+  t.equal((await admin('PUT', '/admin/projects/{id}/alerts/thresholds', '/admin/projects/acme/alerts/thresholds', { thresholds: [{ percent: 50 }] })).status, 200)
+  t.equal((await admin('PUT', '/admin/projects/{id}/alerts/thresholds', '/admin/projects/acme/alerts/thresholds', { thresholds: [{ percent: 0 }] })).status, 400)
+  t.equal((await admin('PUT', '/admin/projects/{id}/alerts/thresholds', '/admin/projects/other/alerts/thresholds', { thresholds: [{ percent: 5 }] })).status, 409)
+  check('PUT', '/admin/projects/{id}/alerts/thresholds', await owner.call('PUT', '/admin/projects/acme/alerts/thresholds', { thresholds: [{ percent: 5 }] }))
+  check('GET', '/admin/projects/{id}/alerts/thresholds', await owner.call('GET', '/admin/projects/other/alerts/thresholds'))
+  t.equal((await admin('PUT', '/admin/projects/{id}/alerts/thresholds', '/admin/projects/acme/alerts/thresholds', { thresholds: null })).json.source, 'config')
 
   // Workstation: refusals, then provision → ready → stop → stopped → start → ready → delete → absent.
   const workstation = async (state: string) => {

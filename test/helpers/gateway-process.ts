@@ -36,7 +36,7 @@ process.once('exit', () => {
 
 /**
  * `{{DIR}}` in the config text is replaced by the temp dir. `args` are appended to `start -c FILE`
- * (e.g. `['--workers', '2']`); `startTimeoutMs` bounds the wait for the start line (20 s).
+ * (e.g. `['--workers', '2']`); `startTimeoutMs` bounds the wait for the start line (60 s: a loaded CI machine took 22 s on Node 24).
  */
 export async function startGatewayProcess(
   configText: string,
@@ -83,7 +83,7 @@ export async function startGatewayProcess(
       resolve(code)
     }),
   )
-  const waitFor = (pattern: RegExp, timeoutMs = 20000) =>
+  const waitFor = (pattern: RegExp, timeoutMs = 60000) =>
     new Promise<string>((resolve, reject) => {
       const found = output.find((line) => pattern.test(line))
       if (found) return resolve(found)

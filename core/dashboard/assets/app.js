@@ -15,6 +15,7 @@ const API = {
   identityLink: '/admin/account/identity/link',
   projects: '/admin/projects',
   topUp: (project) => `/admin/projects/${encodeURIComponent(project)}/credits/top-up`,
+  thresholds: (project) => `/admin/projects/${encodeURIComponent(project)}/alerts/thresholds`,
   users: '/admin/users',
   user: (id) => `/admin/users/${encodeURIComponent(id)}`,
 }
@@ -427,6 +428,7 @@ function fieldOf(result) {
   if (code === 'user_exists') return 'email'
   if (code === 'self_lockout') return 'role'
   if (code === 'project_exists') return 'id'
+  if (code === 'alerts_not_configured' || /^thresholds\b/.test(result.message)) return 'thresholds'
   return /^(?:unknown field )?(credits\.refill\.day|credits\.refill|credits\.allocation|credits\.period|email|role|projects|password|id|name|plan|scopes|amount|reason|label)\b/.exec(result.message)?.[1]
 }
 
@@ -829,8 +831,59 @@ function startForms() {
   })
 }
 
+/**
+ * "20%, 500" as the API's thresholds, or [field, message] naming the first entry that is neither a
+ * percentage (more than 0, at most 100) nor a whole number of credits (the API checks the same).
+ */
+function parseThresholdsText(text) {
+  const parts = text.split(',').map((part) => part.trim()).filter((part) => part !== '')
+  if (parts.length === 0) return { problem: 'Thresholds: enter at least one, e.g. 20% or 500.' }
+  if (parts.length > 10) return { problem: `Thresholds: at most 10 (this has ${parts.length}).` }
+  const thresholds = []
+  for (const part of parts) {
+    const percent = /^(\d+(?:\.\d+)?)\s*%$/.exec(part)
+    if (percent) {
+      const value = Number(percent[1])
+      if (!(value > 0 && value <= 100)) return { problem: `Thresholds: ${part} is not a percentage more than 0 and at most 100.` }
+      thresholds.push({ percent: value })
+    } else if (/^\d+$/.test(part)) thresholds.push({ remaining: Number(part) })
+    else return { problem: `Thresholds: “${part}” is neither a percentage (e.g. 20%) nor a whole number of credits left (e.g. 500).` }
+  }
+  const seen = new Set(parts.map((part) => part.replace(/\s+/g, '')))
+  if (seen.size !== parts.length) return { problem: 'Thresholds: each may appear once.' }
+  return { thresholds }
+}
+
+/** The thresholds form after the API answered: the values in force and where they come from. */
+function thresholdsSaved(form, view) {
+  form.elements.thresholds.value = view.thresholds.map((t) => (t.percent !== undefined ? `${t.percent}%` : String(t.remaining))).join(', ')
+  form.querySelector('[data-slot="source"]').textContent = view.source === 'runtime' ? 'Set here, in place of gateway.yaml’s.' : 'As in gateway.yaml.'
+  form.querySelector('[data-action="thresholds-yaml"]').hidden = view.source !== 'runtime'
+  showFieldError(form, undefined, '')
+}
+
+function startThresholds() {
+  const form = document.getElementById('thresholds-form')
+  if (!form) return
+  onSubmit(form, async () => {
+    const { thresholds, problem } = parseThresholdsText(form.elements.thresholds.value)
+    if (problem) return showFieldError(form, 'thresholds', problem)
+    const result = await api('PUT', API.thresholds(form.dataset.project), { thresholds })
+    if (!result.ok) return result
+    thresholdsSaved(form, result.body)
+    notice(`Alert thresholds saved: ${form.elements.thresholds.value}.`)
+  })
+  form.querySelector('[data-action="thresholds-yaml"]').addEventListener('click', async () => {
+    const result = await api('PUT', API.thresholds(form.dataset.project), { thresholds: null })
+    if (!result.ok) return showFieldError(form, fieldOf(result), result.message)
+    thresholdsSaved(form, result.body)
+    notice(`Alert thresholds are gateway.yaml’s again: ${form.elements.thresholds.value}.`)
+  })
+}
+
 startLive()
 startChart()
+startThresholds()
 startForms()
 startLedger()
 startWorkstation()

@@ -15,6 +15,8 @@ export function mergeFields(stored: ProjectFields, patch: ProjectFields): Projec
   if (patch.credits !== undefined) merged.credits = { ...stored.credits, ...patch.credits }
   if (patch.secretHash !== undefined) merged.secretHash = patch.secretHash
   if (patch.previousSecret !== undefined) merged.previousSecret = patch.previousSecret
+  if (patch.alertThresholds === null) delete merged.alertThresholds
+  else if (patch.alertThresholds !== undefined) merged.alertThresholds = patch.alertThresholds.map((t) => ({ ...t }))
   return merged
 }
 

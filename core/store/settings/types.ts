@@ -37,7 +37,15 @@ export interface ProjectFields {
    * Set together with `secretHash` by a rotation.
    */
   previousSecret?: { hash: string; until: number } | null
+  /**
+   * Low-balance alert thresholds in place of gateway.yaml's `projects[].alerts.thresholds` (the
+   * webhook URL and secret stay the yaml's); null drops the override.
+   */
+  alertThresholds?: AlertThreshold[] | null
 }
+
+/** One low-balance threshold: exactly one of percent or remaining (gateway.yaml's rule). */
+export type AlertThreshold = { percent: number; remaining?: undefined } | { remaining: number; percent?: undefined }
 
 /** A key added at run time (hash only), or the state of a seed key overridden at run time. */
 export interface KeyOverride {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
-import { TrafficLog, answerOf } from '../../../core/dashboard/traffic.ts'
+import { TrafficLog, UNATTRIBUTED, answerOf } from '../../../core/dashboard/traffic.ts'
 import { trafficExport } from '../../../core/dashboard/export.ts'
 import { balanceView, chartOf, trafficOf } from '../../../core/dashboard/data.ts'
 import type { Project } from '../../../core/projects.ts'
@@ -56,19 +56,27 @@ async function tallies(t: Test, open: () => Promise<any>) {
   a.record({ project, apiKey: key }, 200)
   b.record({ refused: { project, key, reason: 'wrong_scope' } }, 403)
   b.record({ project, apiKey: key }, 200)
-  b.record({}, 401) // an unknown key: no project to book it on
+  b.record({}, 401) // no key at all: nothing to book it on
+  // A disabled key still belongs to its project: counted there, on the key.
+  b.record({ refused: { project, key, reason: 'disabled_key' }, routeName: 'rpc' }, 401)
+  // A key no project has: counted under no project, by route.
+  a.record({ refused: { reason: 'unknown_key' }, routeName: 'rpc' }, 401)
+  b.record({ refused: { reason: 'unknown_key' }, routeName: 'rpc' }, 401)
   t.same((await a.read('acme')).hours, { '2026-11-27T15:00:00.000Z': { '403 wrong_plan': 3, '200': 1 } }, 'unflushed counts are read at once')
   await Promise.all([a.flush(), b.flush()])
   const merged = await a.read('acme')
-  t.same(merged.hours['2026-11-27T15:00:00.000Z'], { '403 wrong_plan': 3, '200': 2, '403 wrong_scope': 1 }, 'two instances add up')
-  t.match(merged.keys.app, { requests: 6, refusals: 4, lastUsed: NOW })
+  t.same(merged.hours['2026-11-27T15:00:00.000Z'], { '403 wrong_plan': 3, '200': 2, '403 wrong_scope': 1, '401 disabled_key': 1 }, 'two instances add up')
+  t.match(merged.keys.app, { requests: 7, refusals: 5, lastUsed: NOW })
+  const unattributed = await b.read(UNATTRIBUTED)
+  t.same(unattributed.hours, { '2026-11-27T15:00:00.000Z': { '401 unknown_key': 2 } }, 'unknown keys: a tally of their own')
+  t.same(Object.keys(unattributed.keys), ['route:rpc'], 'by route, never by the presented key')
   // Two days later an old hour is dropped at the next merge.
   now += 49 * 3_600_000
   a.record({ project, apiKey: key }, 200)
   await a.flush()
   const later = await b.read('acme')
   t.same(Object.keys(later.hours), ['2026-11-29T16:00:00.000Z'])
-  t.equal(later.keys.app!.requests, 7, 'key totals are kept')
+  t.equal(later.keys.app!.requests, 8, 'key totals are kept')
   const chart = chartOf([], now)
   const view = trafficOf(later, chart).view
   t.equal(view.total, 1)
