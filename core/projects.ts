@@ -5,7 +5,7 @@
  * plain SHA-256 is the right tool (as GitHub and Stripe tokens): a lookup hashes the presented key
  * once and finds it by digest; the final comparison is constant-time.
  */
-import { createHash, hash as oneShotHash, timingSafeEqual } from 'node:crypto'
+import { createHash, hash as oneShotHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { RefillSchedule } from './store/periods.ts'
 
 export const SCOPES = ['zkpaas', 'rpc', 'x402', 'mirror', 'events'] as const
@@ -160,4 +160,10 @@ export class ProjectDirectory {
     const previous = project.previousSecret !== undefined && credentialMatches(clear, project.previousSecret.hash) && now < project.previousSecret.until
     return current || previous
   }
+}
+
+/** A new API key: 256 random bits; only its hash is stored, the key is in one answer and nowhere else. */
+export function generateKey(): { key: string; prefix: string } {
+  const key = 'tg_' + randomBytes(32).toString('base64url')
+  return { key, prefix: key.slice(0, 8) }
 }

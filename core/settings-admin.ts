@@ -34,7 +34,7 @@ import { auditActor, type Accounts, type AdminPrincipal } from './accounts/authe
 import { requireOperator } from './admin.ts'
 import { GatewayError } from './errors.ts'
 import { parseJson, readBody, refuseUnknownFields } from './http/body.ts'
-import { hashCredential, type Project, type ProjectDirectory } from './projects.ts'
+import { generateKey, hashCredential, type Project, type ProjectDirectory } from './projects.ts'
 import { Router } from './router.ts'
 import type { ProjectSettingsSync } from './project-settings.ts'
 import { carryOnScheduleChange, carryView } from './credit-carry.ts'
@@ -322,12 +322,6 @@ export function settingsAdmin(deps: SettingsAdminDeps, seed: () => readonly Proj
     if (req.method === 'PATCH' && body === undefined) throw invalid('a JSON body is required')
     return match.value({ params: match.params, query: url.searchParams, body, actor: auditActor(principal), principal })
   }
-}
-
-/** A new API key: 256 random bits; only its hash is stored, the key is in one answer and nowhere else. */
-export function generateKey(): { key: string; prefix: string } {
-  const key = 'tg_' + randomBytes(32).toString('base64url')
-  return { key, prefix: key.slice(0, 8) }
 }
 
 function generateSecret(): string {

@@ -10,7 +10,8 @@ import type { TargetCounters } from './target.ts'
 const LABELS = ['upstream', 'target', 'zone']
 
 export function registerUpstreamMetrics(registry: Registry, upstreams: () => Iterable<UpstreamPool>): void {
-  const counter = (name: string, help: string, key: keyof TargetCounters) => {
+  // `scale` turns a counter kept in ms into the seconds Prometheus names its unit in.
+  const counter = (name: string, help: string, key: keyof TargetCounters, scale = 1) => {
     const metric: Counter = new Counter({
       name,
       help,
@@ -19,7 +20,7 @@ export function registerUpstreamMetrics(registry: Registry, upstreams: () => Ite
       collect() {
         metric.reset()
         for (const upstream of upstreams()) {
-          for (const t of upstream.targets) metric.inc({ upstream: upstream.name, target: t.name, zone: t.zone ?? '' }, t.counters[key])
+          for (const t of upstream.targets) metric.inc({ upstream: upstream.name, target: t.name, zone: t.zone ?? '' }, t.counters[key] * scale)
         }
       },
     })
@@ -30,8 +31,8 @@ export function registerUpstreamMetrics(registry: Registry, upstreams: () => Ite
   counter('tollgate_upstream_target_retries_total', 'Retries sent to each target after a safe request failed elsewhere (or there).', 'retries')
   counter('tollgate_upstream_target_hedges_total', 'Hedged attempts sent to each target because the first was slow.', 'hedges')
   counter('tollgate_upstream_target_throttled_total', '429 answers from each target (each lowers the rate sent to it).', 'throttled')
-  counter('tollgate_upstream_target_latency_ms_sum', 'Sum of the time to the answer head at each target, ms (with _count: the mean).', 'latencySum')
-  counter('tollgate_upstream_target_latency_ms_count', 'Answer heads timed at each target.', 'latencyCount')
+  counter('tollgate_upstream_target_answer_seconds_total', 'Sum of the time to the answer head at each target, in seconds (divided by tollgate_upstream_target_answers_timed_total: the mean).', 'latencySum', 1 / 1000)
+  counter('tollgate_upstream_target_answers_timed_total', 'Answer heads timed at each target.', 'latencyCount')
   const healthy: Gauge = new Gauge({
     name: 'tollgate_upstream_target_healthy',
     help: '1 when the target is in the choice (not ejected, not down by probe), else 0.',

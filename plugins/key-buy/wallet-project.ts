@@ -9,7 +9,7 @@
  */
 import { GatewayError } from '../../core/errors.ts'
 import { hashCredential, type Project, type ProjectDirectory } from '../../core/projects.ts'
-import { generateKey } from '../../core/settings-admin.ts'
+import { generateKey } from '../../core/projects.ts'
 import { SettingsConflict, type BillingPeriod, type SettingsStore } from '../../core/store/settings/types.ts'
 
 export interface WalletProjectTerms {
