@@ -13,7 +13,7 @@
  *                       [--warmup 500] [--top 25] [--wall]
  *
  * Not a test and not in CI: it takes minutes and asserts nothing. Authors of changes to the request
- * path (core/pipeline.ts, core/http/, core/router.ts, core/store/ engines, the chain's plugins) run
+ * path (core/proxy/pipeline.ts, core/proxy/http/, core/proxy/router.ts, core/store/ engines, the chain's plugins) run
  * it and quote its table in the change.
  */
 import { execFileSync, spawnSync } from 'node:child_process'

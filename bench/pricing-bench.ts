@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Pool } from 'undici'
-import { hashCredential } from '../core/projects.ts'
+import { hashCredential } from '../core/projects/projects.ts'
 import { startNodeRpc } from '../examples/upstreams/node-rpc.ts'
 import { cpuMicros, startPinned, stopAll, waitForLine } from './lib/processes.ts'
 import { median } from './lib/report.ts'
@@ -114,7 +114,7 @@ try {
   console.log(`pricing a batch of 20 in process: ${perCall.toFixed(3)} µs CPU (${((perCall / flat) * 100).toFixed(3)}% of the flat route's ${flat.toFixed(0)} µs per request; checksum ${sink})`)
 
   // Discovery manifest generation on the shipped gateway.yaml: what `tollgate routes --json` builds.
-  const { withDryBuild } = await import('../core/dry-build.ts')
+  const { withDryBuild } = await import('../core/cli/dry-build.ts')
   const { buildManifest } = await import('../plugins/x402-paywall/discovery.ts')
   const shipped = fileURLToPath(new URL('../gateway.yaml', import.meta.url))
   await withDryBuild(shipped, (table) => {

@@ -7,7 +7,7 @@
  * Solana (local SVM) 18899.
  */
 import { existsSync } from 'node:fs'
-import { main } from '../core/cli.ts'
+import { main } from '../core/cli/cli.ts'
 
 interface Closable {
   close(): Promise<void>

@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync, existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { freePort, startPinned, waitForHttp, waitForLine, type Managed } from './processes.ts'
 
 export const LOAD_CORE = 0

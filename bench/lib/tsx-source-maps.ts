@@ -1,6 +1,6 @@
 /**
  * Maps positions in tsx-compiled code back to the TypeScript source, so a CPU profile of a
- * process run through tsx names `core/pipeline.ts:handleRequest@83` instead of `…@1` (tsx
+ * process run through tsx names `core/proxy/pipeline.ts:handleRequest@83` instead of `…@1` (tsx
  * minifies whitespace, so every compiled function sits on line 1).
  *
  * tsx keeps each compiled module with its source map in its disk cache (`$TMPDIR/tsx-<uid>`);

@@ -10,8 +10,8 @@
  * Sign-in is the only admin route reachable without a credential.
  */
 import type { IncomingMessage } from 'node:http'
-import { GatewayError } from '../errors.ts'
-import { parseJson, readBody } from '../http/body.ts'
+import { GatewayError } from '../proxy/errors.ts'
+import { parseJson, readBody } from '../proxy/http/body.ts'
 import type { AdminPrincipal, Accounts } from './authenticate.ts'
 
 export interface AdminAnswer {

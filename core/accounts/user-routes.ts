@@ -7,7 +7,7 @@
  *   DELETE /admin/users/:id    removes the account and ends its sessions at once
  *
  * Operators only (the admin bearer token is one): an owner's session answers 403 operator_only, as
- * every operator route does. A session's change carries x-csrf-token (checked in core/admin.ts
+ * every operator route does. A session's change carries x-csrf-token (checked in core/admin/admin.ts
  * before routing). A signed-in operator cannot delete or demote their own account (409
  * self_lockout): the mistake that would leave them outside the API.
  *
@@ -17,11 +17,11 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import { requireOperator } from '../admin.ts'
-import { GatewayError } from '../errors.ts'
-import { parseJson, readBody, refuseUnknownFields } from '../http/body.ts'
-import type { ProjectDirectory } from '../projects.ts'
-import { Router } from '../router.ts'
+import { requireOperator } from '../admin/admin.ts'
+import { GatewayError } from '../proxy/errors.ts'
+import { parseJson, readBody, refuseUnknownFields } from '../proxy/http/body.ts'
+import type { ProjectDirectory } from '../projects/projects.ts'
+import { Router } from '../proxy/router.ts'
 import { AccountConflict, type Role, type UserRecord } from '../store/accounts/types.ts'
 import type { SettingsStore } from '../store/settings/types.ts'
 import { auditActor, type Accounts, type AdminPrincipal } from './authenticate.ts'

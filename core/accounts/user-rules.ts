@@ -1,5 +1,5 @@
 /**
- * The rules a new or changed admin account must meet, shared by `tollgate user` (core/user-cli.ts)
+ * The rules a new or changed admin account must meet, shared by `tollgate user` (core/cli/user-cli.ts)
  * and the users routes of the admin API (core/accounts/user-routes.ts), so both refuse the same
  * things. Email shape: {@link newAccountEmail}; password strength: {@link weakPassword}.
  */

@@ -7,7 +7,7 @@
  *   PUT /admin/projects/:id/alerts/thresholds   {thresholds: [{percent}|{remaining}, …] | null} (operators)
  *
  * Thresholds set at run time replace gateway.yaml's `projects[].alerts.thresholds` until they are
- * set to null or the project is reset; they are a run-time project setting (core/settings-admin.ts),
+ * set to null or the project is reset; they are a run-time project setting (core/admin/settings-admin.ts),
  * so the change is audited (`project.update`, detail `alertThresholds`) and reaches every instance
  * the way a plan change does. The webhook URL and secret stay in gateway.yaml: a project without
  * `alerts` there has nowhere to deliver, and a PUT answers 409 alerts_not_configured.
@@ -17,16 +17,16 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { auditActor, type AdminPrincipal } from '../accounts/authenticate.ts'
-import { requireOperator } from '../admin.ts'
+import { requireOperator } from '../admin/admin.ts'
 import type { ProjectConfig } from '../config/types.ts'
-import { GatewayError } from '../errors.ts'
-import { parseJson, readBody } from '../http/body.ts'
-import type { ProjectSettingsSync } from '../project-settings.ts'
+import { GatewayError } from '../proxy/errors.ts'
+import { parseJson, readBody } from '../proxy/http/body.ts'
+import type { ProjectSettingsSync } from '../projects/project-settings.ts'
 import type { SettingsStore } from '../store/settings/types.ts'
 import { parseThresholds } from './thresholds.ts'
-import type { Project, ProjectDirectory } from '../projects.ts'
-import { Router } from '../router.ts'
-import { limitOf } from '../settings-admin-input.ts'
+import type { Project, ProjectDirectory } from '../projects/projects.ts'
+import { Router } from '../proxy/router.ts'
+import { limitOf } from '../admin/settings-admin-input.ts'
 import type { AlertRecord, LowBalanceMonitor } from './low-balance.ts'
 
 type Answer = { status?: number; body: unknown }

@@ -9,10 +9,10 @@
  * `<project>|<period>|<threshold>` delivers it; any other instance (or worker, or a restart of this
  * one) finds it there and does nothing. A local set of fired keys spares the store a read per tick.
  */
-import { runInBackground } from '../resilience.ts'
+import { runInBackground } from '../proxy/resilience.ts'
 import type { Logger } from 'pino'
 import type { ProjectConfig } from '../config/types.ts'
-import type { ProjectDirectory } from '../projects.ts'
+import type { ProjectDirectory } from '../projects/projects.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
 import { SIGNATURE_HEADER, signWebhook, TIMESTAMP_HEADER } from './signature.ts'

@@ -4,7 +4,7 @@
  * each exactly one of `percent` (more than 0, at most 100) or `remaining` (an integer from 0), no
  * two alike. Every refusal is a 400 invalid_body whose message names the field.
  */
-import { GatewayError } from '../errors.ts'
+import { GatewayError } from '../proxy/errors.ts'
 import type { AlertThreshold } from '../store/settings/types.ts'
 
 export const MAX_THRESHOLDS = 10

@@ -5,7 +5,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { ConfigPath } from './source.ts'
-import type { JsonSchema } from '../plugin.ts'
+import type { JsonSchema } from '../proxy/plugin.ts'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 

@@ -9,7 +9,7 @@
  * if (!result.config) for (const issue of result.issues) console.error(formatIssue(issue))
  * ```
  */
-import { normaliseUpstream, type RawUpstream, type UpstreamConfig } from '../upstream/config.ts'
+import { normaliseUpstream, type RawUpstream, type UpstreamConfig } from '../proxy/upstream/config.ts'
 import { createHash } from 'node:crypto'
 import { dirname, resolve } from 'node:path'
 import { BlockList } from 'node:net'
@@ -19,10 +19,10 @@ import { projectSchema } from './projects-schema.ts'
 import { coreSchema } from './schema.ts'
 import { compileOnce, createConfigAjv, explain } from './ajv-messages.ts'
 import { expandRoutes, unusedInName } from './each.ts'
-import { builtinPlugins, loadCustomPlugin } from '../plugin-registry.ts'
-import { collectErrorFormats } from '../error-format.ts'
-import { addTrustedProxy } from '../http/client-address.ts'
-import type { JsonSchema, PluginDefinition } from '../plugin.ts'
+import { builtinPlugins, loadCustomPlugin } from '../proxy/plugin-registry.ts'
+import { collectErrorFormats } from '../proxy/error-format.ts'
+import { addTrustedProxy } from '../proxy/http/client-address.ts'
+import type { JsonSchema, PluginDefinition } from '../proxy/plugin.ts'
 import type { GatewayConfig, PluginEntry, ProjectConfig, RouteConfig } from './types.ts'
 
 export interface LoadResult {
@@ -123,7 +123,7 @@ function crossCheck(source: ConfigSource, config: GatewayConfig, rawRoutes: any[
 }
 
 
-/** Every upstream has exactly one of `url` or `targets`; both forms become a pool (core/upstream/config.ts). */
+/** Every upstream has exactly one of `url` or `targets`; both forms become a pool (core/proxy/upstream/config.ts). */
 function upstreamsOf(source: ConfigSource, raw: Record<string, RawUpstream>): Record<string, UpstreamConfig> {
   const out: Record<string, UpstreamConfig> = {}
   for (const [name, upstream] of Object.entries(raw)) {

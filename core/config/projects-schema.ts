@@ -3,7 +3,7 @@
  * features, hashed credentials and low-balance alerts (a part of coreSchema in schema.ts; load.ts
  * also validates each project of a projectsFile against it).
  */
-import type { JsonSchema } from '../plugin.ts'
+import type { JsonSchema } from '../proxy/plugin.ts'
 
 /** One API key of a project: its hash, never the key. */
 const apiKey: JsonSchema = {

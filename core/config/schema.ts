@@ -2,7 +2,7 @@
  * The core's JSON Schema for gateway.yaml. Plugin configs are validated separately against each
  * plugin's own schema (so errors name the plugin); {@link composeSchema} merges both for editors.
  */
-import type { JsonSchema, PluginDefinition } from '../plugin.ts'
+import type { JsonSchema, PluginDefinition } from '../proxy/plugin.ts'
 import { projectSchema } from './projects-schema.ts'
 import { storeSchema } from './store-schema.ts'
 import { workstationsSchema } from './workstations-schema.ts'
@@ -50,7 +50,7 @@ const upstreamTarget: JsonSchema = {
 const upstream: JsonSchema = {
   type: 'object',
   additionalProperties: false,
-  description: 'A named upstream: one URL, or a pool of targets with health, retries, hedging and breakers (core/upstream/README.md).',
+  description: 'A named upstream: one URL, or a pool of targets with health, retries, hedging and breakers (core/proxy/upstream/README.md).',
   properties: {
     url: { type: 'string', pattern: '^https?://', description: 'Base URL of a single-target upstream; its path (if any) prefixes every forwarded path. Exclusive with targets.' },
     targets: { type: 'array', minItems: 1, maxItems: 64, items: upstreamTarget, description: 'The servers of a pool; the least-loaded healthy one takes each request. Exclusive with url.' },

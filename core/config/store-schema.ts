@@ -1,7 +1,7 @@
 /**
  * `store` of gateway.yaml: the embedded or the shared engine and their settings (a part of coreSchema in schema.ts).
  */
-import type { JsonSchema } from '../plugin.ts'
+import type { JsonSchema } from '../proxy/plugin.ts'
 
 export const storeSchema: JsonSchema = {
   type: 'object',

@@ -1,7 +1,7 @@
 /** gateway.yaml after validation and defaults: what the builder consumes. */
-import type { UpstreamConfig } from '../upstream/config.ts'
-import type { TrustProxySetting } from '../http/client-address.ts'
-import type { PluginDefinition } from '../plugin.ts'
+import type { UpstreamConfig } from '../proxy/upstream/config.ts'
+import type { TrustProxySetting } from '../proxy/http/client-address.ts'
+import type { PluginDefinition } from '../proxy/plugin.ts'
 import type { ConfigPath } from './source.ts'
 
 export interface PluginEntry {

@@ -1,7 +1,7 @@
 /**
  * `workstations` of gateway.yaml: the driver, its limits and the sign-in (a part of coreSchema in schema.ts).
  */
-import type { JsonSchema } from '../plugin.ts'
+import type { JsonSchema } from '../proxy/plugin.ts'
 
 export const workstationsSchema: JsonSchema = {
   type: 'object',

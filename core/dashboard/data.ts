@@ -4,7 +4,7 @@
  * route (busiest routes), and the latest low-balance alerts. One summary is a balance read, two
  * usage queries and one document list.
  */
-import type { Project } from '../projects.ts'
+import type { Project } from '../projects/projects.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
 import { statusClassOf, type CreditBalance, type CreditLedgerEntry, type Store, type UsageDetailRow, type UsageRow } from '../store/types.ts'
 import type { Role, UserRecord } from '../store/accounts/types.ts'

@@ -6,7 +6,7 @@
  * cells are still quoted when they hold a quote, comma or newline, and a leading = + - @ is
  * neutralised so a spreadsheet never evaluates one.
  */
-import type { Project } from '../projects.ts'
+import type { Project } from '../projects/projects.ts'
 import { isRefusal, type TrafficTally } from './traffic.ts'
 
 function cell(value: unknown): string {

@@ -19,7 +19,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { LowBalanceMonitor } from '../alerts/low-balance.ts'
-import type { Project, ProjectDirectory } from '../projects.ts'
+import type { Project, ProjectDirectory } from '../projects/projects.ts'
 import type { Store } from '../store/types.ts'
 import { serveAsset } from './assets.ts'
 import type { TrafficLog } from './traffic.ts'
@@ -113,7 +113,7 @@ function visible(session: DashboardSession, projects: ProjectDirectory): Project
 }
 
 /**
- * Builds the /dashboard handler for core/admin.ts. Answers true when the path was the dashboard's.
+ * Builds the /dashboard handler for core/admin/admin.ts. Answers true when the path was the dashboard's.
  */
 export function dashboard(deps: DashboardDeps) {
   const summary = (project: Project, options: { ledger?: boolean } = {}) => projectSummary({ store: deps.store, alerts: deps.alerts, traffic: deps.traffic }, project, options)

@@ -4,7 +4,7 @@
  * credit top-up and the low-balance alert thresholds.
  */
 import type { ProjectSummary } from './data.ts'
-import { SCOPES } from '../projects.ts'
+import { SCOPES } from '../projects/projects.ts'
 import { html, type SafeHtml } from './html.ts'
 import { MAX_THRESHOLDS } from '../alerts/thresholds.ts'
 

@@ -5,7 +5,7 @@
  */
 import type { AlertRecord } from '../alerts/low-balance.ts'
 import type { BalanceView, ProjectSummary, RouteStat } from './data.ts'
-import { ROTATED_LABEL } from '../settings-admin-input.ts'
+import { ROTATED_LABEL } from '../admin/settings-admin-input.ts'
 import { formatNumber, html, when, type SafeHtml } from './html.ts'
 export { when } from './html.ts'
 import { layout, REFRESH_MS, type DashboardViewer } from './layout.ts'

@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import type { Accounts } from '../accounts/authenticate.ts'
-import { GatewayError } from '../errors.ts'
+import { GatewayError } from '../proxy/errors.ts'
 import type { DashboardAuth, DashboardSession } from './index.ts'
 
 /** Reads the session cookie of a dashboard request with the accounts' own check. */

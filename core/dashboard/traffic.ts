@@ -11,7 +11,7 @@
  * dropped at each merge. What is not flushed yet is added on read, so this instance's own traffic
  * shows at once; a crash loses at most one interval.
  */
-import type { RequestContext } from '../plugin.ts'
+import type { RequestContext } from '../proxy/plugin.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
 
 const HOUR_MS = 3_600_000

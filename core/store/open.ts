@@ -13,7 +13,7 @@ import type { StoreConfig } from '../config/types.ts'
 import type { MigrationReport, MigrationSet } from './shared/index.ts'
 import { openSqliteStore } from './sqlite.ts'
 import type { Store } from './types.ts'
-import type { BackgroundLog } from '../resilience.ts'
+import type { BackgroundLog } from '../proxy/resilience.ts'
 
 export interface OpenStoreOptions {
   /** Directory relative paths (dataDir) are resolved against: the config file's. */

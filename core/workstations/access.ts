@@ -10,7 +10,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import type { Project } from '../projects.ts'
+import type { Project } from '../projects/projects.ts'
 import type { Store } from '../store/types.ts'
 import type { LinkedIdentity } from './oidc.ts'
 

@@ -7,7 +7,7 @@
 import { resolve } from 'node:path'
 import type { Logger } from 'pino'
 import type { WorkstationsConfig } from '../config/types.ts'
-import type { Project } from '../projects.ts'
+import type { Project } from '../projects/projects.ts'
 import type { Store } from '../store/types.ts'
 import { IdentitySessions, projectSettingOwners, type OwnerIdentities } from './access.ts'
 import { IdentityLinks } from './identity-links.ts'

@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { dirname, join } from 'node:path'
-import { withoutGatewayCookies } from '../http/gateway-cookies.ts'
+import { withoutGatewayCookies } from '../proxy/http/gateway-cookies.ts'
 import { IDE_SOCKET_NAME } from './ide.ts'
 
 export const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'host'])

@@ -11,8 +11,8 @@
  * is left running that no record names.
  */
 import type { Logger } from 'pino'
-import type { Project } from '../projects.ts'
-import { runInBackground } from '../resilience.ts'
+import type { Project } from '../projects/projects.ts'
+import { runInBackground } from '../proxy/resilience.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
 import type { WorkstationDriver } from './driver.ts'

@@ -8,9 +8,9 @@
  * and nowhere else; the key itself goes nowhere at all.
  */
 import type { Counter } from 'prom-client'
-import { GatewayError } from '../../core/errors.ts'
-import type { JsonSchema, PluginInit, RequestContext } from '../../core/plugin.ts'
-import { SCOPES, type Scope } from '../../core/projects.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { JsonSchema, PluginInit, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { SCOPES, type Scope } from '../../core/proxy/plugin-api.ts'
 import { sharedCounter } from './metrics.ts'
 
 /** Every label value of `tollgate_auth_failures_total{reason}`. */

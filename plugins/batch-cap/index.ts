@@ -11,8 +11,8 @@
  *     config: { field: proofs, limit: 20, itemName: proof }
  * ```
  */
-import type { PluginDefinition } from '../../core/plugin.ts'
-import { GatewayError } from '../../core/errors.ts'
+import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 
 export interface BatchCapConfig {
   field: string

@@ -13,8 +13,8 @@
  *       discriminant: { value: 1, type: ProofPreimageVersioned }
  * ```
  */
-import type { PluginDefinition } from '../../core/plugin.ts'
-import { GatewayError } from '../../core/errors.ts'
+import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 import { compileTaggedCheck, taggedPayloadSchema, type TaggedPayloadSpec } from './tagged-header.ts'
 
 const binaryValidator: PluginDefinition<TaggedPayloadSpec> = {

@@ -19,8 +19,8 @@
  * ```
  */
 import { randomBytes } from 'node:crypto'
-import { errors } from '../../core/errors.ts'
-import type { PluginDefinition, PluginInit, RequestContext, ResponseState } from '../../core/plugin.ts'
+import { errors } from '../../core/proxy/plugin-api.ts'
+import type { PluginDefinition, PluginInit, RequestContext, ResponseState } from '../../core/proxy/plugin-api.ts'
 import { sharedCounter } from '../_shared/metrics.ts'
 import { countItems } from './items.ts'
 import { CreditLedger, type MeteredRequest } from './ledger.ts'

@@ -8,9 +8,9 @@
  * (the embedded store keeps it in memory); one still pending when the process dies (the answer was
  * not yet decided) is released: it never reached the disk, or recovery releases it at the next start.
  */
-import { GatewayError } from '../../core/errors.ts'
-import type { Project } from '../../core/projects.ts'
-import { currentSchedulePeriod } from '../../core/store/periods.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { Project } from '../../core/proxy/plugin-api.ts'
+import { currentSchedulePeriod } from '../../core/proxy/plugin-api.ts'
 import type { Store } from '../../core/store/types.ts'
 
 export type SettlementState = 'pending' | 'committed' | 'released'

@@ -3,7 +3,7 @@
  * handler does not offer is a typo that would silently bill the default, so `tollgate check`
  * refuses it at the method's line.
  */
-import { PluginConfigError } from '../../core/plugin.ts'
+import { PluginConfigError } from '../../core/proxy/plugin-api.ts'
 import type { MethodPrices } from './pricing.ts'
 
 interface OfferedMethods {

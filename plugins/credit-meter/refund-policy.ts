@@ -3,7 +3,7 @@
  * service and the service did its part; it gets its credits back when the gateway or the service
  * failed, or when the gateway refused the request before it reached the service.
  */
-import type { RequestContext } from '../../core/plugin.ts'
+import type { RequestContext } from '../../core/proxy/plugin-api.ts'
 
 export interface RefundPolicy {
   /** Statuses always refunded (default 502 and 504: upstream unreachable or too slow). */

@@ -5,8 +5,8 @@
  * `tollgate usage` (last 30 days, by day). `by=route` gives rows per API type, route and status
  * class with latency; `csv` and `ndjson` export the rows alone (a header line for CSV).
  */
-import { GatewayError } from '../../core/errors.ts'
-import type { AdminHandler, PluginInit } from '../../core/plugin.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { AdminHandler, PluginInit } from '../../core/proxy/plugin-api.ts'
 import type { Granularity, UsageDetailRow, UsageRow } from '../../core/store/types.ts'
 import type { CreditLedger } from './ledger.ts'
 

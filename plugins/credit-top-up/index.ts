@@ -22,9 +22,9 @@
  *     - { name: x402-paywall, config: { price: "10000", payTo: "0x…", networks: [ … ] } }
  * ```
  */
-import { errors, GatewayError } from '../../core/errors.ts'
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
-import { scheduleBounds } from '../../core/store/periods.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { scheduleBounds } from '../../core/proxy/plugin-api.ts'
 import { onPaymentSettled, verifiedPayment } from '../x402-paywall/index.ts'
 
 export interface CreditTopUpConfig {

@@ -18,9 +18,9 @@
  *       - { name: secret-check, config: { header: x-api-secret } }
  * ```
  */
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
-import { errors, GatewayError } from '../../core/errors.ts'
-import type { Project } from '../../core/projects.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { Project } from '../../core/proxy/plugin-api.ts'
 import { assertValidBody, compileBodyValidators, type BodyValidators } from './schema.ts'
 import { DEFAULT_TYPE_IDS, isItemKind, itemKey, newEventItem, type EventItem, type ItemKind, type NetworkId } from './items.ts'
 

@@ -7,7 +7,7 @@
  * client reads one sentence whichever keyword (type, format, enum) failed.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { GatewayError } from '../../core/errors.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 import { ITEM_KINDS, type ItemKind } from './items.ts'
 
 /** Largest entity num a ledger id may carry: the mirror node range-checks nums to 38 bits. */

@@ -11,7 +11,7 @@
  *     - { name: header-auth, config: { header: x-api-key, scope: mirror } }
  * ```
  */
-import type { PluginDefinition } from '../../core/plugin.ts'
+import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
 import { headerValue, keyAuthenticator, keyAuthSchemaProperties, type KeyAuthConfig } from '../_shared/auth.ts'
 
 export interface HeaderAuthConfig extends KeyAuthConfig {

@@ -8,8 +8,8 @@
  * `error.message` is the gateway's message; `error.data` = `{code, status}` with the gateway's
  * stable code, which is what clients should match on.
  */
-import type { ErrorFormatter, RequestContext } from '../../core/plugin.ts'
-import type { GatewayError } from '../../core/errors.ts'
+import type { ErrorFormatter, RequestContext } from '../../core/proxy/plugin-api.ts'
+import type { GatewayError } from '../../core/proxy/plugin-api.ts'
 import { answer, isId, isObject, type RpcId } from './calls.ts'
 import { queryId } from './get-form.ts'
 

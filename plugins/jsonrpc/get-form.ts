@@ -7,7 +7,7 @@
  *   given; absent means null. A GET call is always answered, never a notification.
  * - Any other parameter, or one given twice, → -32600. No batches: use POST for those.
  */
-import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
+import { parseBoundedJson, type JsonTextError } from '../../core/proxy/plugin-api.ts'
 import { isObject, rpcError, type Entry, type RpcId } from './calls.ts'
 
 const KNOWN = new Set(['method', 'params', 'id'])

@@ -15,8 +15,8 @@
  * answer them); problems with the HTTP request as a whole are gateway errors with their own HTTP
  * status, rendered by the `jsonrpc` error format.
  */
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
-import { GatewayError } from '../../core/errors.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 import { answer, readEntry, rpcError, type Answer, type Entry } from './calls.ts'
 import type { ChainInfoConfig } from './chain-info.ts'
 import { dispatch, type MethodTable } from './dispatch.ts'

@@ -4,11 +4,11 @@
  * allows works (the node accepts only unsigned integers and strings), and ids cannot collide with
  * the sub-calls the gateway adds (privnet_chainInfo).
  */
-import type { RequestContext } from '../../core/plugin.ts'
-import type { UpstreamHandle } from '../../core/http/upstreams.ts'
-import { upstreamFailure } from '../../core/http/forward.ts'
-import { errors, GatewayError } from '../../core/errors.ts'
-import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
+import type { RequestContext } from '../../core/proxy/plugin-api.ts'
+import type { UpstreamHandle } from '../../core/proxy/plugin-api.ts'
+import { upstreamFailure } from '../../core/proxy/plugin-api.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import { parseBoundedJson, type JsonTextError } from '../../core/proxy/plugin-api.ts'
 import { isObject, type RpcErrorObject, type RpcParams } from './calls.ts'
 import type { InFlight } from '../_shared/coalesce.ts'
 

@@ -11,9 +11,9 @@
  * refused 409 `payment_already_redeemed`. The grant's id is the settlement as well, so even a
  * second writer could not grant twice.
  */
-import { errors, GatewayError } from '../../core/errors.ts'
-import type { RequestContext } from '../../core/plugin.ts'
-import { scheduleBounds } from '../../core/store/periods.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { RequestContext } from '../../core/proxy/plugin-api.ts'
+import { scheduleBounds } from '../../core/proxy/plugin-api.ts'
 import type { DocumentCollection, Store } from '../../core/store/types.ts'
 import { onPaymentSettled, verifiedPayment, type SettledPayment } from '../x402-paywall/index.ts'
 import type { IssuedKey, WalletProjects } from './wallet-project.ts'

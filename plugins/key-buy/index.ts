@@ -25,9 +25,9 @@
  *   handler: { name: key-buy, config: { action: rekey, origin: "https://api.example.com", chains: ["eip155:84532"] } }
  * ```
  */
-import { SCOPES } from '../../core/projects.ts'
-import type { PluginDefinition } from '../../core/plugin.ts'
-import type { BillingPeriod } from '../../core/store/settings/types.ts'
+import { SCOPES } from '../../core/proxy/plugin-api.ts'
+import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
+import type { BillingPeriod } from '../../core/proxy/plugin-api.ts'
 import { buyHandler } from './buy.ts'
 import { rekeyHandler } from './rekey.ts'
 import { WalletProjects } from './wallet-project.ts'

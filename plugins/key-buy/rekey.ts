@@ -12,8 +12,8 @@
  *    two requests racing with it, is 401 `invalid_siwx_nonce`).
  */
 import { randomBytes } from 'node:crypto'
-import { GatewayError } from '../../core/errors.ts'
-import type { RequestContext } from '../../core/plugin.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { RequestContext } from '../../core/proxy/plugin-api.ts'
 import type { DocumentCollection } from '../../core/store/types.ts'
 import { parseSiwx, signatureValid, siwxMessage, siwxRefused, SIWX_HEADER } from './siwx.ts'
 import type { WalletProjects } from './wallet-project.ts'

@@ -15,7 +15,7 @@
 import { getBase58Encoder, getPublicKeyFromAddress, verifySignature, type Address } from '@solana/kit'
 import { isAddress, verifyMessage, type Hex } from 'viem'
 import { createSiweMessage } from 'viem/siwe'
-import { GatewayError } from '../../core/errors.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 
 export const SIWX_HEADER = 'sign-in-with-x'
 

@@ -7,10 +7,10 @@
  * one wallet to one project; Solana base58 as is): a wallet can never own two projects, and two
  * purchases racing to create it (here or on another instance) create one.
  */
-import { GatewayError } from '../../core/errors.ts'
-import { hashCredential, type Project, type ProjectDirectory } from '../../core/projects.ts'
-import { generateKey } from '../../core/projects.ts'
-import { SettingsConflict, type BillingPeriod, type SettingsStore } from '../../core/store/settings/types.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import { hashCredential, type Project, type ProjectDirectory } from '../../core/proxy/plugin-api.ts'
+import { generateKey } from '../../core/proxy/plugin-api.ts'
+import { SettingsConflict, type BillingPeriod, type SettingsStore } from '../../core/proxy/plugin-api.ts'
 
 export interface WalletProjectTerms {
   projectPrefix: string

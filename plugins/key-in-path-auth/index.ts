@@ -17,7 +17,7 @@
  *     - { name: key-in-path-auth, config: { param: apiKey, scope: zkpaas, plans: [enterprise] } }
  * ```
  */
-import type { PluginDefinition } from '../../core/plugin.ts'
+import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
 import { keyAuthenticator, keyAuthSchemaProperties, type KeyAuthConfig } from '../_shared/auth.ts'
 import { rewriteUsesParam } from './rewrite.ts'
 

@@ -13,7 +13,7 @@
  *   - { name: mirror-links }   # prefixes derived from the route and its upstream
  * ```
  */
-import type { PluginDefinition, PluginInit, RequestContext } from '../../core/plugin.ts'
+import type { PluginDefinition, PluginInit, RequestContext } from '../../core/proxy/plugin-api.ts'
 import { rewriteBodyNext, rewriteLinkHeader, type LinkMapping } from './rewrite.ts'
 
 export interface MirrorLinksConfig {

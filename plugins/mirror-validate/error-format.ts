@@ -3,8 +3,8 @@
  * own envelope, `{"_status":{"messages":[{"message":"..."}]}}`, so a client parses gateway refusals
  * (401, 402, 403, 429, 502, 504...) exactly like the node's own 400 and 404 answers.
  */
-import type { GatewayError } from '../../core/errors.ts'
-import type { ErrorFormatter } from '../../core/plugin.ts'
+import type { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { ErrorFormatter } from '../../core/proxy/plugin-api.ts'
 import { mirrorErrorBody, type MirrorMessage } from './rules.ts'
 
 /** Key of `GatewayError.detail` holding the node's messages (set by mirror-validate). */

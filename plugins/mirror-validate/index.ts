@@ -17,8 +17,8 @@
  *     - { name: mirror-validate, config: { route: accounts.get } }
  * ```
  */
-import { GatewayError } from '../../core/errors.ts'
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
 import { MIRROR_ROUTES, type MirrorRouteName } from './routes.ts'
 import { checkMirrorRequest, type MirrorValidationOptions } from './rules.ts'
 import { MIRROR_MESSAGES, mirrorErrorFormat } from './error-format.ts'

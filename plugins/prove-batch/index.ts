@@ -12,8 +12,8 @@
  * The upstream is `ctx.upstream` when a plugin chose one (zk-features: TEE or relay pool), else
  * `upstream` from the config. Headers plugins set for the upstream (`sponsored`) go with every job.
  */
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
-import { errors } from '../../core/errors.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { errors } from '../../core/proxy/plugin-api.ts'
 import { taggedPayloadSchema } from '../binary-validator/tagged-header.ts'
 import { compileItemParser, type EndpointSpec } from './items.ts'
 import { proveOne, type ItemResult } from './prove-item.ts'

@@ -3,8 +3,8 @@
  * Every failure of the job (refusal, server error, timeout, dead upstream) becomes the entry's
  * error; only the client going away is thrown, since then no answer is wanted at all.
  */
-import type { UpstreamHandle } from '../../core/http/upstreams.ts'
-import { upstreamFailure } from '../../core/http/forward.ts'
+import type { UpstreamHandle } from '../../core/proxy/plugin-api.ts'
+import { upstreamFailure } from '../../core/proxy/plugin-api.ts'
 import type { ItemError } from './items.ts'
 
 export type ItemResult = { ok: true; proof: string } | { ok: false; error: ItemError }

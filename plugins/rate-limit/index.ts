@@ -14,9 +14,9 @@
  *   - { name: rate-limit, config: { by: project, capacity: 50, refillPerSecond: 10 } }
  * ```
  */
-import { errors, GatewayError } from '../../core/errors.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
 import type { RateDecision } from '../../core/store/types.ts'
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
 import { sharedCounter } from '../_shared/metrics.ts'
 
 export interface RateLimitConfig {

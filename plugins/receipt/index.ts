@@ -16,8 +16,8 @@
 import { chargedCredits } from '../credit-meter/index.ts'
 import { settledPayment } from '../x402-paywall/index.ts'
 import { resourceUrl } from '../x402-paywall/offers.ts'
-import type { DescribedRoute, PluginDefinition, RequestContext } from '../../core/plugin.ts'
-import { signingKeyFrom, signReceipt, type PublicJwk, type ReceiptPayload } from '../../core/receipts.ts'
+import type { DescribedRoute, PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { signingKeyFrom, signReceipt, type PublicJwk, type ReceiptPayload } from './receipts.ts'
 
 export interface ReceiptConfig {
   keyEnv: string

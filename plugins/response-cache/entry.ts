@@ -2,7 +2,7 @@
  * What the cache keeps of an answer, and how it is played back: the status, the upstream's
  * headers minus the ones that belong to one exchange, and the body bytes.
  */
-import type { ResponseState } from '../../core/plugin.ts'
+import type { ResponseState } from '../../core/proxy/plugin-api.ts'
 import { upstreamAge } from './freshness.ts'
 
 export interface StoredAnswer {

@@ -27,8 +27,8 @@
  *   - { name: response-cache, config: { maxBytes: 67108864, maxTtlSeconds: 60 } }
  * ```
  */
-import { GatewayError } from '../../core/errors.ts'
-import type { PluginDefinition, RequestContext, ResponseState } from '../../core/plugin.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { PluginDefinition, RequestContext, ResponseState } from '../../core/proxy/plugin-api.ts'
 import { normaliseQuery } from '../mirror-validate/rules.ts'
 import { sharedCounter } from '../_shared/metrics.ts'
 import { ageOf, storedAnswer, type StoredAnswer } from './entry.ts'

@@ -8,7 +8,7 @@
  * empty one and the old one is dropped when its last instance closes.
  */
 import { LRUCache } from 'lru-cache'
-import type { GatewayError } from '../../core/errors.ts'
+import type { GatewayError } from '../../core/proxy/plugin-api.ts'
 import type { StoredAnswer } from './entry.ts'
 
 /** How a leader's request ended, as seen by the requests waiting on it. */

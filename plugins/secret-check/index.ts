@@ -9,8 +9,8 @@
  *   - { name: secret-check, config: { header: x-api-secret } }
  * ```
  */
-import { errors, GatewayError } from '../../core/errors.ts'
-import type { PluginDefinition } from '../../core/plugin.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
 import { authFailures, headerValue } from '../_shared/auth.ts'
 
 export interface SecretCheckConfig {

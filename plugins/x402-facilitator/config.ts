@@ -14,7 +14,7 @@
  *         mainnet: { upstream: cdp-facilitator }
  * ```
  */
-import type { JsonSchema } from '../../core/plugin.ts'
+import type { JsonSchema } from '../../core/proxy/plugin-api.ts'
 import type { EvmAssetInfo } from './evm/chains.ts'
 import { svmNetworksSchema, type SvmNetworkConfig } from './svm/config.ts'
 

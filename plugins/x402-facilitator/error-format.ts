@@ -6,7 +6,7 @@
  * report failures (`{error}`), with the gateway's stable code beside it. The HTTP status is the
  * error's own; headers such as Allow and Retry-After are kept.
  */
-import type { ErrorFormatter } from '../../core/plugin.ts'
+import type { ErrorFormatter } from '../../core/proxy/plugin-api.ts'
 
 export const x402ErrorFormat: ErrorFormatter = (error) => ({
   status: error.status,

@@ -3,7 +3,7 @@
  * where it gives one ("Errors" 3). Verdicts about a payment are not errors: they are 200 answers
  * with `isValid: false` / `success: false` (see facilitator.ts).
  */
-import { GatewayError } from '../../core/errors.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 
 /** The spec's text for any failure of the chain or of an upstream facilitator. */
 export const paymentRequestFailedMessage = 'x402 Payment request failed'

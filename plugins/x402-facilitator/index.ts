@@ -11,7 +11,7 @@
  * Auth, credits and rate limits are the route's other plugins (key-in-path-auth with scope x402,
  * credit-meter with apiType x402, rate-limit); see README.md.
  */
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
 import { facilitatorConfigSchema, type FacilitatorConfig } from './config.ts'
 import { x402ErrorFormat } from './error-format.ts'
 import { networkNotConfigured } from './failures.ts'

@@ -2,7 +2,7 @@
  * Builds what serves each `chain/network` of the facilitator path from the handler config:
  * in-process on a chain RPC, an upstream facilitator, or nothing (501).
  */
-import type { PluginInit } from '../../core/plugin.ts'
+import type { PluginInit } from '../../core/proxy/plugin-api.ts'
 import { evmNetworkForPath } from './evm/chains.ts'
 import { settlementRecordsFrom } from './evm/records.ts'
 import type { FacilitatorConfig, NetworkConfig } from './config.ts'

@@ -8,9 +8,9 @@
  * a timeout) is "x402 Payment request failed" (502); the cause is logged. Health asks `/supported`,
  * since the x402 specification defines no health endpoint.
  */
-import { parseBoundedJson } from '../../core/json.ts'
+import { parseBoundedJson } from '../../core/proxy/plugin-api.ts'
 import type { Logger } from 'pino'
-import type { UpstreamHandle } from '../../core/http/upstreams.ts'
+import type { UpstreamHandle } from '../../core/proxy/plugin-api.ts'
 import { resolveEvmNetwork } from './evm/chains.ts'
 import { reasons } from './evm/errors.ts'
 import { safeMessage } from './evm/reverts.ts'

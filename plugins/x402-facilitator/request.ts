@@ -4,9 +4,9 @@
  * the JSON body (the route asks the core for the raw body, so GET and POST share one route and
  * the messages below are ours: the spec's "x402 request body is required" for an empty body).
  */
-import { errors, GatewayError } from '../../core/errors.ts'
-import { isJsonMediaType, mediaType, parseJson } from '../../core/http/body.ts'
-import type { RequestContext } from '../../core/plugin.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import { isJsonMediaType, mediaType, parseJson } from '../../core/proxy/plugin-api.ts'
+import type { RequestContext } from '../../core/proxy/plugin-api.ts'
 import { bodyRequired } from './failures.ts'
 
 export const PATH_CHAINS = ['ethereum', 'polygon', 'base', 'solana'] as const

@@ -2,7 +2,7 @@
  * Config of the `x402-paywall` plugin: what a request on the route costs, who is paid, in which
  * token on which networks, and which facilitator verifies and settles each network's payments.
  */
-import type { JsonSchema } from '../../core/plugin.ts'
+import type { JsonSchema } from '../../core/proxy/plugin-api.ts'
 import { assetSchema, localChainProperties } from '../x402-facilitator/config.ts'
 import type { EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
 

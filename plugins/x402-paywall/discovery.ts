@@ -9,7 +9,7 @@
  * mimeType}, type: 'http', accepts, input: {method, routeTemplate, pathParams?}, output: {mimeType},
  * requires?}]}`, one item per route and method.
  */
-import type { DescribedRoute } from '../../core/plugin.ts'
+import type { DescribedRoute } from '../../core/proxy/plugin-api.ts'
 import type { PaymentRequirementsV2 } from '../x402-facilitator/evm/types.ts'
 import type { PaywallConfig } from './config.ts'
 import type { NetworkOffer } from './offers.ts'

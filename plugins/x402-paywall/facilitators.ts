@@ -5,7 +5,7 @@
  * is left out of the offer, with a warning, rather than failing the whole config.
  */
 import { privateKeyToAccount } from 'viem/accounts'
-import type { PluginInit } from '../../core/plugin.ts'
+import type { PluginInit } from '../../core/proxy/plugin-api.ts'
 import { chainIdOfNetwork } from '../x402-facilitator/evm/chains.ts'
 import { settlementRecordsFrom } from '../x402-facilitator/evm/records.ts'
 import type { Facilitator } from '../x402-facilitator/facilitator.ts'

@@ -22,9 +22,9 @@
  * CORS: every answer exposes the payment headers; `corsOrigins` adds Allow-Origin and preflights.
  */
 import { createHash } from 'node:crypto'
-import { GatewayError } from '../../core/errors.ts'
+import { GatewayError } from '../../core/proxy/plugin-api.ts'
 import { chargedCredits } from '../credit-meter/index.ts'
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
 import { reasons } from '../x402-facilitator/evm/errors.ts'
 import type { SettleResponse } from '../x402-facilitator/evm/types.ts'
 import { paywallConfigSchema, type PaywallConfig } from './config.ts'

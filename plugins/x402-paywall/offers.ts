@@ -2,7 +2,7 @@
  * What the paywall asks for: one x402 `exact` requirement per configured network, in both protocol
  * versions (v2 in the `PAYMENT-REQUIRED` header, v1 in the JSON body), and the 402 answer itself.
  */
-import type { RequestContext, ResponseState } from '../../core/plugin.ts'
+import type { RequestContext, ResponseState } from '../../core/proxy/plugin-api.ts'
 import type { EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
 import type { PaymentRequirementsV1, PaymentRequirementsV2 } from '../x402-facilitator/evm/types.ts'
 import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'

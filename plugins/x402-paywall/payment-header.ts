@@ -4,8 +4,8 @@
  * must deep-equal one advertised requirement (key order aside), a v1 payment must name an offered
  * scheme and network (v1 payloads carry no requirements).
  */
-import { parseBoundedJson, type JsonTextError } from '../../core/json.ts'
-import type { RequestContext } from '../../core/plugin.ts'
+import { parseBoundedJson, type JsonTextError } from '../../core/proxy/plugin-api.ts'
+import type { RequestContext } from '../../core/proxy/plugin-api.ts'
 import type { NetworkOffer } from './offers.ts'
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/

@@ -4,7 +4,7 @@
  * store collection). Only the in-process facilitator is supported: the offer must name its fee
  * payer, which an upstream facilitator would have to be asked for.
  */
-import type { PluginInit } from '../../core/plugin.ts'
+import type { PluginInit } from '../../core/proxy/plugin-api.ts'
 import { settlementRecordsFrom } from '../x402-facilitator/evm/records.ts'
 import type { Facilitator } from '../x402-facilitator/facilitator.ts'
 import { SETTLEMENTS_COLLECTION } from '../x402-facilitator/networks.ts'

@@ -18,9 +18,9 @@
  *
  * Needs `ctx.project`, so an auth plugin (priority 1250) must run first.
  */
-import type { PluginDefinition, RequestContext } from '../../core/plugin.ts'
-import { errors, GatewayError } from '../../core/errors.ts'
-import type { Project, ProjectFeatures } from '../../core/projects.ts'
+import type { PluginDefinition, RequestContext } from '../../core/proxy/plugin-api.ts'
+import { errors, GatewayError } from '../../core/proxy/plugin-api.ts'
+import type { Project, ProjectFeatures } from '../../core/proxy/plugin-api.ts'
 import { FLAG_SPELLINGS, parseFlag } from './flag.ts'
 
 type Feature = keyof ProjectFeatures

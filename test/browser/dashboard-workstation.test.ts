@@ -9,7 +9,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startLocalOidcProvider } from '../../examples/oidc-provider.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { userCli } from '../helpers/admin-client.ts'

@@ -12,7 +12,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, sep } from 'node:path'
 import Ajv2020 from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'
 import { tempDir } from '../helpers/temp.ts'
@@ -26,8 +26,8 @@ const OWNER = { email: 'owner@example.com', password: 'owner-pw-' + randomBytes(
 const ALERT_SECRET = `alert-secret-${randomBytes(12).toString('hex')}`
 
 /**
- * Every method and path the admin listener serves as an API (core/admin.ts, core/accounts/session-routes.ts,
- * core/accounts/user-routes.ts, core/settings-admin.ts, core/credits-admin.ts, core/alerts/admin.ts, core/workstations/admin-routes.ts,
+ * Every method and path the admin listener serves as an API (core/admin/admin.ts, core/accounts/session-routes.ts,
+ * core/accounts/user-routes.ts, core/admin/settings-admin.ts, core/admin/credits-admin.ts, core/alerts/admin.ts, core/workstations/admin-routes.ts,
  * the credit-meter plugin's usage route). A route added to the code belongs here and in the document.
  */
 const SERVED = [
@@ -361,7 +361,7 @@ routes:
 t.test('every admin path named in the code is a documented path', async (t) => {
   // A guard beside SERVED: a route table entry (`path: '/admin/…'`, `adminRoute('GET', '/admin/…')`) added
   // anywhere in core/ or plugins/ names its path as a string literal; it must be in the document.
-  const { adminOpenApi } = await import('../../core/admin-openapi.ts')
+  const { adminOpenApi } = await import('../../core/admin/admin-openapi.ts')
   const documented = new Set(Object.keys(adminOpenApi().paths))
   const root = join(import.meta.dirname, '..', '..')
   const files = (dir: string): string[] =>
@@ -370,7 +370,7 @@ t.test('every admin path named in the code is a documented path', async (t) => {
     )
   const named = new Map<string, string>()
   for (const file of [...files('core'), ...files('plugins')]) {
-    // The document itself (core/admin-openapi.ts and its areas in core/admin-openapi/) names every path.
+    // The document itself (core/admin/admin-openapi.ts and its areas in core/admin/admin-openapi/) names every path.
     if (file.endsWith('admin-openapi.ts') || file.includes(join('core', 'admin-openapi') + sep)) continue
     for (const [, literal] of readFileSync(join(root, file), 'utf8').matchAll(/'(\/admin\/[A-Za-z0-9_.:\/-]*[A-Za-z0-9_.-])'/g)) {
       named.set(literal.replace(/:([A-Za-z]+)/g, '{$1}'), file)

@@ -11,7 +11,7 @@
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 import { send, signIn, type Answer } from '../helpers/admin-client.ts'

@@ -13,7 +13,7 @@ import { connect } from 'node:net'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Pool, request } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 
 const KEY = 'limits-key-0123456789abcdef'

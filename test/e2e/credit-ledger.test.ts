@@ -7,7 +7,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { Pool } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { periodKey } from '../../core/store/periods.ts'
 import { openSqliteStore } from '../../core/store/sqlite.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'

@@ -9,7 +9,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { request } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { periodBounds, scheduleBounds } from '../../core/store/periods.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'

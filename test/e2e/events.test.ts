@@ -4,7 +4,7 @@
  */
 import t from 'tap'
 import { join } from 'node:path'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { tempDir } from '../helpers/temp.ts'
 

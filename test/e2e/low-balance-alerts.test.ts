@@ -10,7 +10,7 @@
 import t from 'tap'
 import { createHmac, randomBytes } from 'node:crypto'
 import { request } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { verifyWebhook } from '../../core/alerts/signature.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'

@@ -6,7 +6,7 @@
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startMirror, type MirrorStandIn } from '../../examples/upstreams/mirror.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { closedPort } from '../helpers/upstream.ts'

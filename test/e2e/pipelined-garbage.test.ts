@@ -8,7 +8,7 @@
 import t from 'tap'
 import { connect } from 'node:net'
 import { Pool } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 

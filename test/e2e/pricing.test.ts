@@ -17,10 +17,10 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { BIN, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { tempDir } from '../helpers/temp.ts'
-import { verifyReceipt } from '../../core/receipts.ts'
+import { verifyReceipt } from '../../plugins/receipt/receipts.ts'
 import { startNodeRpc, type StandIn } from '../../examples/upstreams/node-rpc.ts'
 
 const KEY = `tk_price_${randomBytes(12).toString('hex')}`

@@ -8,7 +8,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { request } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startNodeRpc, type StandIn } from '../../examples/upstreams/node-rpc.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { creditsUsed, metricValue } from '../helpers/mirror.ts'

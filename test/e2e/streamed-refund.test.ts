@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Pool } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 
 const KEY = 'stream-key-0123456789abcdef'

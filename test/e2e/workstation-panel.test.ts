@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 // Functions passed to waitForFunction run in the page; this file has no DOM types, hence globalThis.
 import { chromium } from 'playwright-core'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startLocalOidcProvider } from '../../examples/oidc-provider.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { tempDir } from '../helpers/temp.ts'

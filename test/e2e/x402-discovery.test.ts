@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../helpers/temp.ts'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { BIN, startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream, type TestUpstream } from '../helpers/upstream.ts'
 

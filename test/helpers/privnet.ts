@@ -3,7 +3,7 @@
  * with the test's own projects, an admin token, and the upstream URLs of stand-ins on port 0.
  */
 import { readFileSync } from 'node:fs'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 
 const EXAMPLE = new URL('../../examples/config/privnet.yaml', import.meta.url)
 

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import type { Pool } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import type { GatewayProcess } from './gateway-process.ts'
 import type { TestUpstream } from './upstream.ts'
 import { sql } from './shared-servers.ts'

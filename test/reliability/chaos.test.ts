@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { Pool } from 'undici'
 import pg from 'pg'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { TOKEN_LEASE_MS } from '../../core/store/shared/redis-buckets.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { ownServersMissing, startOwnPostgres, startOwnRedis } from '../helpers/own-servers.ts'
@@ -294,7 +294,7 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
   t.same(gateways.w!.output.filter((line) => /worker exited unexpectedly/.test(line)), [], 'no worker exited')
   t.same([...gateways.a!.output, ...gateways.b!.output, ...gateways.w!.output].filter((line) => /unhandled|uncaught/i.test(line)), [], 'no unhandled rejection or exception was logged')
 
-  // The background tasks met the outages and were counted (core/resilience.ts), not thrown.
+  // The background tasks met the outages and were counted (core/proxy/resilience.ts), not thrown.
   const metrics = await (await fetch(`${gateways.b!.adminUrl}/metrics`)).text()
   const counted = [...metrics.matchAll(/^tollgate_background_errors_total\{task="([^"]+)"\} (\d+)/gm)].filter((m) => Number(m[2]) > 0).map((m) => m[1])
   t.ok(counted.includes('workstations-tick') && counted.includes('store-heartbeat'), `background failures counted per task: ${counted.join(', ')}`)

@@ -10,7 +10,7 @@
  */
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { send, signIn } from '../helpers/admin-client.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../helpers/shared-servers.ts'

@@ -8,7 +8,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { request } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'
 import { tempDir } from '../helpers/temp.ts'

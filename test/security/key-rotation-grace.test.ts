@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'
 import { send } from '../helpers/admin-client.ts'

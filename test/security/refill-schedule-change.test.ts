@@ -10,7 +10,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { request } from 'undici'
-import { hashCredential } from '../../core/projects.ts'
+import { hashCredential } from '../../core/projects/projects.ts'
 import { scheduleBounds } from '../../core/store/periods.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'

@@ -6,7 +6,7 @@
  * Propagation. Each change runs in one transaction that also appends its audit row and calls
  * `pg_notify(channel, …)`; PostgreSQL delivers the notification at COMMIT to every session
  * LISTENing on the channel, i.e. to every gateway instance, which then re-reads the settings
- * (core/project-settings.ts). The listening session is a dedicated connection (postgres-listen.ts),
+ * (core/projects/project-settings.ts). The listening session is a dedicated connection (postgres-listen.ts),
  * reopened after a failure (listeners then get a `resync`); the sync's periodic version check is the
  * backstop for anything missed meanwhile.
  *

@@ -1,7 +1,7 @@
 /**
  * Project settings changed at run time: the overrides the store keeps on top of gateway.yaml's
  * `projects` (the declarative seed). The core merges seed and overrides into the live project
- * directory (core/project-settings.ts); this interface only stores, lists and announces changes.
+ * directory (core/projects/project-settings.ts); this interface only stores, lists and announces changes.
  *
  * Precedence: gateway.yaml seeds a project; a field changed at run time wins over the yaml until
  * an operator resets the project (`resetProject`); projects created at run time exist only here.

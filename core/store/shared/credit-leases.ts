@@ -27,7 +27,7 @@
  * dead owner: the reaper of any live instance releases them like any pending hold; every charge
  * already acknowledged was drawn (committed) before its answer.
  */
-import { errors } from '../../errors.ts'
+import { errors } from '../../proxy/errors.ts'
 import { toBalance } from '../credit-balance.ts'
 import type { CreditBalance, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
 import { checkAmount, checkReservation, reservationExists, type SharedCreditLedger } from './credits.ts'

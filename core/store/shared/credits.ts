@@ -23,7 +23,7 @@
  * - A commit of a hold the reaper already released (this instance was cut off longer than the
  *   timeout) is refused with `store_unavailable`: the client is not told it succeeded.
  */
-import { errors } from '../../errors.ts'
+import { errors } from '../../proxy/errors.ts'
 import { checkGrant, toBalance } from '../credit-balance.ts'
 import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
 import type pg from 'pg'

@@ -40,7 +40,7 @@ import { coreMigrations } from './schema.ts'
 import { SharedUsageLog, usageMigrations } from './usage.ts'
 import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
 import { ACCOUNTS_MIGRATIONS, PostgresAccounts } from '../accounts/postgres.ts'
-import { backgroundFailed, runInBackground, type BackgroundLog } from '../../resilience.ts'
+import { backgroundFailed, runInBackground, type BackgroundLog } from '../../proxy/resilience.ts'
 
 export { coreMigrations } from './schema.ts'
 export { documentRevisionMigrations } from './documents.ts'
@@ -90,7 +90,7 @@ export interface SharedStoreOptions {
   redisTimeoutMs?: number
   /**
    * Failures of background work and of idle connections, at most once per outage of each task
-   * (core/resilience.ts; all are counted in tollgate_background_errors_total). Default: a process warning.
+   * (core/proxy/resilience.ts; all are counted in tollgate_background_errors_total). Default: a process warning.
    */
   onBackgroundError?: (error: unknown) => void
   /** Where background failures and recoveries are logged (takes the place of onBackgroundError). */

@@ -25,8 +25,8 @@
  * stay served and uncharged; whole transactions go, so the ledger stays consistent).
  */
 import pg from 'pg'
-import { errors, GatewayError } from '../../errors.ts'
-import { countStoreRetry } from '../../resilience.ts'
+import { errors, GatewayError } from '../../proxy/errors.ts'
+import { countStoreRetry } from '../../proxy/resilience.ts'
 import { quoteIdent } from './migrations.ts'
 
 // numeric and bigint columns come back as JS numbers (credits and counters stay far below 2^53).

@@ -28,7 +28,7 @@
  */
 import { createHash } from 'node:crypto'
 import { createClient } from 'redis'
-import { errors, GatewayError } from '../../errors.ts'
+import { errors, GatewayError } from '../../proxy/errors.ts'
 import type { RateDecision } from '../types.ts'
 
 // KEYS[i] is decision i's bucket; ARGV[4i-3..4i] its capacity, refill per second, cost and extra

@@ -3,8 +3,8 @@
  * A custom plugin in the smallest useful form: a config schema, a `request` phase that throws a
  * GatewayError, and a `done` phase that adds a field to the access line.
  */
-import type { PluginDefinition } from '../../../core/plugin.ts'
-import { GatewayError } from '../../../core/errors.ts'
+import type { PluginDefinition } from '../../../core/proxy/plugin.ts'
+import { GatewayError } from '../../../core/proxy/errors.ts'
 
 interface Config {
   header: string

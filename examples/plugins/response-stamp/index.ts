@@ -14,9 +14,9 @@
  * ```
  *
  * It stamps every answer with a header and tells the upstream which route served it — the two
- * things most custom plugins start from. It uses only the public contract of core/plugin.ts.
+ * things most custom plugins start from. It uses only the public contract of core/proxy/plugin.ts.
  */
-import type { PluginDefinition } from '../../../core/plugin.ts'
+import type { PluginDefinition } from '../../../core/proxy/plugin.ts'
 
 interface StampConfig {
   header: string

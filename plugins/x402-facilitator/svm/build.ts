@@ -2,7 +2,7 @@
  * Builds the facilitator of one configured Solana network, or undefined (501) when it has no RPC
  * URL; a missing key variable gives the plain 501 too (the log names the variable).
  */
-import type { PluginInit } from '../../../core/plugin.ts'
+import type { PluginInit } from '../../../core/proxy/plugin-api.ts'
 import { settlementRecordsFrom } from '../evm/records.ts'
 import { UnconfiguredFacilitator, type Facilitator } from '../facilitator.ts'
 import type { SvmNetworkConfig } from './config.ts'

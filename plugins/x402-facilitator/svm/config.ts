@@ -10,7 +10,7 @@
  *       assets: [{ address: 4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU, decimals: 6 }]
  * ```
  */
-import type { JsonSchema } from '../../../core/plugin.ts'
+import type { JsonSchema } from '../../../core/proxy/plugin-api.ts'
 
 export interface SvmNetworkConfig {
   rpcUrl?: string | null

@@ -4,8 +4,8 @@
  * until the grace's end and the old secret until `previousSecret.until`; the audit has no hash.
  */
 import t from 'tap'
-import { hashCredential, ProjectDirectory } from '../../../core/projects.ts'
-import { blankProject, mergeProjects } from '../../../core/project-settings.ts'
+import { hashCredential, ProjectDirectory } from '../../../core/projects/projects.ts'
+import { blankProject, mergeProjects } from '../../../core/projects/project-settings.ts'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
 import { SettingsConflict } from '../../../core/store/settings/types.ts'

@@ -12,8 +12,8 @@ import { openSharedStore } from '../../../core/store/shared/index.ts'
 import { TrafficLog, UNATTRIBUTED, answerOf } from '../../../core/dashboard/traffic.ts'
 import { trafficExport } from '../../../core/dashboard/export.ts'
 import { balanceView, chartOf, trafficOf } from '../../../core/dashboard/data.ts'
-import type { Project } from '../../../core/projects.ts'
-import { GatewayError } from '../../../core/errors.ts'
+import type { Project } from '../../../core/projects/projects.ts'
+import { GatewayError } from '../../../core/proxy/errors.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
 
 const project = { id: 'acme', plan: 'standard', scopes: new Set(['rpc']) } as unknown as Project

@@ -7,7 +7,7 @@
 import t from 'tap'
 import pg from 'pg'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
-import { storeRetryCounts } from '../../../core/resilience.ts'
+import { storeRetryCounts } from '../../../core/proxy/resilience.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
 
 t.test('a batch rolled back by a deadlock is retried and succeeds', async (t) => {

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
-import { GatewayError } from '../../../core/errors.ts'
+import { GatewayError } from '../../../core/proxy/errors.ts'
 import { startTcpRelay } from '../../helpers/tcp-relay.ts'
 import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL } from '../../helpers/shared-servers.ts'
 

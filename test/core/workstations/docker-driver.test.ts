@@ -6,7 +6,7 @@
 import t from 'tap'
 import pino from 'pino'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
-import type { Project } from '../../../core/projects.ts'
+import type { Project } from '../../../core/projects/projects.ts'
 import { DockerDriver } from '../../../core/workstations/docker-driver.ts'
 import { WorkstationService } from '../../../core/workstations/service.ts'
 import { startDockerStandIn } from '../../../examples/docker-engine-standin.ts'

@@ -4,9 +4,9 @@
  * (refund policy, batch item count, usage query parameters).
  */
 import t from 'tap'
-import type { Project } from '../../../core/projects.ts'
+import type { Project } from '../../../core/projects/projects.ts'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
-import { GatewayError } from '../../../core/errors.ts'
+import { GatewayError } from '../../../core/proxy/errors.ts'
 import { CreditLedger } from '../../../plugins/credit-meter/ledger.ts'
 import { isCharged, type RefundPolicy } from '../../../plugins/credit-meter/refund-policy.ts'
 import { countItems } from '../../../plugins/credit-meter/items.ts'

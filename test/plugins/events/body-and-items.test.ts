@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { assertValidBody, compileBodyValidators, isLedgerEntityId } from '../../../plugins/events/schema.ts'
 import { DEFAULT_TYPE_IDS, itemKey, newEventItem } from '../../../plugins/events/items.ts'
-import { GatewayError } from '../../../core/errors.ts'
+import { GatewayError } from '../../../core/proxy/errors.ts'
 
 const validators = compileBodyValidators()
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { GatewayError } from '../../../core/errors.ts'
+import { GatewayError } from '../../../core/proxy/errors.ts'
 import { capLimit } from '../../../plugins/mirror-validate/limit-cap.ts'
 import { mirrorErrorFormat } from '../../../plugins/mirror-validate/error-format.ts'
 

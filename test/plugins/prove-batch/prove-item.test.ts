@@ -3,7 +3,7 @@
  * the per-item timeout, a dead upstream, and the client going away.
  */
 import t from 'tap'
-import { createUpstream } from '../../../core/http/upstreams.ts'
+import { createUpstream } from '../../../core/proxy/http/upstreams.ts'
 import { proveOne, type ProveJob } from '../../../plugins/prove-batch/prove-item.ts'
 import { startProofServer } from '../../../examples/upstreams/proof-server.ts'
 import { buildProvePayload, digest, PROOF_TAGS } from '../../../examples/upstreams/tagged.ts'

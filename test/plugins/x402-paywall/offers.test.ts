@@ -3,7 +3,7 @@
  * key in it), reading the payment headers and matching a payment to an offer.
  */
 import t from 'tap'
-import { Context } from '../../../core/context.ts'
+import { Context } from '../../../core/proxy/context.ts'
 import type { PaywallConfig } from '../../../plugins/x402-paywall/config.ts'
 import { networkOffer } from '../../../plugins/x402-paywall/evm-offer.ts'
 import { paymentRequired, resourceUrl } from '../../../plugins/x402-paywall/offers.ts'

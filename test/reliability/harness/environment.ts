@@ -4,7 +4,7 @@
  * gateway config whose routes cover every route family of the product.
  */
 import { randomBytes } from 'node:crypto'
-import { hashCredential } from '../../../core/projects.ts'
+import { hashCredential } from '../../../core/projects/projects.ts'
 import { startProofServer } from '../../../examples/upstreams/proof-server.ts'
 import { startNodeRpc } from '../../../examples/upstreams/node-rpc.ts'
 import { startMirror } from '../../../examples/upstreams/mirror.ts'

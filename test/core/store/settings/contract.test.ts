@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { openSqliteStore } from '../../../../core/store/sqlite.ts'
 import { SettingsConflict, type SettingsListener, type SettingsStore } from '../../../../core/store/settings/types.ts'
 import type { PostgresSettings } from '../../../../core/store/settings/postgres.ts'
-import { hashCredential } from '../../../../core/projects.ts'
+import { hashCredential } from '../../../../core/projects/projects.ts'
 import { tempDir } from '../../../helpers/temp.ts'
 import { pgRun } from './pg-harness.ts'
 

@@ -8,8 +8,8 @@
 import t from 'tap'
 import pg from 'pg'
 import pino from 'pino'
-import { hashCredential, ProjectDirectory, type Project } from '../../../../core/projects.ts'
-import { ProjectSettingsSync } from '../../../../core/project-settings.ts'
+import { hashCredential, ProjectDirectory, type Project } from '../../../../core/projects/projects.ts'
+import { ProjectSettingsSync } from '../../../../core/projects/project-settings.ts'
 import { PostgresSettings } from '../../../../core/store/settings/postgres.ts'
 import { PG, pgRun } from './pg-harness.ts'
 
