@@ -29,7 +29,6 @@ import { SCOPES } from '../../core/proxy/plugin-api.ts'
 import type { PluginDefinition } from '../../core/proxy/plugin-api.ts'
 import type { BillingPeriod } from '../../core/proxy/plugin-api.ts'
 import { buyHandler } from './buy.ts'
-import { rekeyHandler } from './rekey.ts'
 import { WalletProjects } from './wallet-project.ts'
 
 export interface KeyBuyConfig {
@@ -97,11 +96,14 @@ const keyBuy: PluginDefinition<KeyBuyConfig> = {
       },
     },
   },
-  create(config, init) {
+  async create(config, init) {
     const wallets = new WalletProjects(init.store.settings, init.projects, config)
     const docs = init.store.documents('key-buy')
     if (config.action === 'rekey') {
       if (!config.origin) throw new Error(`route ${init.routeName}: key-buy with action rekey needs origin (the public https://host)`)
+      // Sign-in checks need viem and @solana/kit: loaded only for a rekey route, never at start
+      // (every plugin folder is imported at start; bench/RESULTS.md, session 9, GC cost of modules).
+      const { rekeyHandler } = await import('./rekey.ts')
       return { handle: rekeyHandler(docs, wallets, { origin: config.origin, chains: config.chains, challengeTtlSeconds: config.challengeTtlSeconds, statement: config.statement }) }
     }
     if (!config.unitsPerCredit) throw new Error(`route ${init.routeName}: key-buy with action buy needs unitsPerCredit`)
