@@ -38,6 +38,8 @@ function declaredType(dir) {
   return type
 }
 
+const UNNAMED_MEANS_COMMONJS = Number(process.versions.node.split('.')[0]) >= 22
+
 export async function resolve(specifier, context, nextResolve) {
   const entry = ENTRY_POINTS.get(specifier)
   if (entry) return nextResolve(entry, context)
@@ -45,8 +47,11 @@ export async function resolve(specifier, context, nextResolve) {
   const { url, format } = resolved
   // Node 24 strips types itself and names a .ts file's format 'commonjs-typescript' — or leaves it
   // unnamed (null) when tsx resolved it, and the load then took it for CommonJS: its
-  // `import … from 'tollgate/plugin'` became a require() that no import hook maps.
-  if ((format != null && format !== 'commonjs' && format !== 'commonjs-typescript') || !url.startsWith('file:') || url.includes('/node_modules/') || !/\.(js|ts|jsx|tsx)$/.test(url)) return resolved
+  // `import … from 'tollgate/plugin'` became a require() that no import hook maps. On Node 20 an
+  // unnamed format is tsx's to decide (forcing 'module' there loads its CommonJS output as ESM:
+  // "exports is not defined", test/core/config/load.test.ts).
+  const unnamed = format == null && UNNAMED_MEANS_COMMONJS
+  if ((!unnamed && format !== 'commonjs' && format !== 'commonjs-typescript') || !url.startsWith('file:') || url.includes('/node_modules/') || !/\.(js|ts|jsx|tsx)$/.test(url)) return resolved
   const path = fileURLToPath(url)
   if (declaredType(dirname(path))) return resolved
   let source

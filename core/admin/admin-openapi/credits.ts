@@ -55,7 +55,16 @@ export const creditSchemas: Record<string, Schema> = {
     oneOf: [
       obj({ kind: { const: 'allocation' }, amount: { type: 'number' } }),
       obj({ kind: { const: 'grant' }, id: { type: 'string' }, reason: { type: 'string' }, actor: { type: 'string' }, at: iso, amount: { type: 'number' } }),
-      obj({ kind: { const: 'charge' }, apiType: { type: 'string' }, hour: { type: 'string' }, amount: { type: 'number' } }),
+      obj(
+        {
+          kind: { const: 'charge' },
+          apiType: { type: 'string' },
+          hour: { type: 'string' },
+          amount: { type: 'number' },
+          reserved: { type: 'number', description: 'what those requests had reserved (negative): the estimate beside the actual; present when part went back before the commit, absent with credit leases' },
+        },
+        ['kind', 'apiType', 'hour', 'amount'],
+      ),
       obj({ kind: { const: 'pending' }, amount: { type: 'number' } }),
       obj({ kind: { const: 'earlier_charges' }, amount: { type: 'number' } }),
       obj({

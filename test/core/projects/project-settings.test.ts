@@ -63,7 +63,7 @@ t.test('keys: added, seed key disabled, expiry cleared; secret removed', async (
   const directory = new ProjectDirectory([base])
   t.equal(directory.lookupKey('k-old', 2000).ok, false, 'expired in the yaml')
   directory.replace([merged])
-  t.same(directory.lookupKey('k-main'), { ok: false, reason: 'disabled_key' })
+  t.match(directory.lookupKey('k-main'), { ok: false, reason: 'disabled_key', key: { disabled: true } })
   t.equal(directory.lookupKey('k-old', 2000).ok, true, 'expiry cleared at run time')
   t.equal(directory.lookupKey('k-ci').ok, true)
   t.same(directory.ownerOfHash(hashCredential('k-ci')), { projectId: 'acme', label: 'ci' })
