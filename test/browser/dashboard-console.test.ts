@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Page } from 'playwright-core'
+import { request as playwrightRequest, type Page } from 'playwright-core'
 import type { Test } from 'tap'
 import { hashCredential } from '../../core/projects/projects.ts'
 import { startGatewayProcess } from '../helpers/gateway-process.ts'
@@ -252,7 +252,11 @@ t.test('operator and owner walk the dashboard as a console', async (t) => {
   const missing = await page.goto(gw.adminUrl + '/dashboard/fragments/projects/nope')
   t.equal(missing?.status(), 404)
   t.match(await page.textContent('main'), /Project not found[\s\S]*Back to projects/)
-  t.equal((await page.context().request.get(gw.adminUrl + '/dashboard/fragments/projects/nope', { headers: { accept: 'application/json' } })).headers()['content-type'], 'application/json; charset=utf-8', 'the island still gets JSON')
+  // A fresh request context: reusing the page's kept-alive connection raced the server closing it
+  // once under CI load (ECONNRESET before any answer).
+  const api = await playwrightRequest.newContext({ extraHTTPHeaders: { cookie: (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join('; ') } })
+  t.equal((await api.get(gw.adminUrl + '/dashboard/fragments/projects/nope', { headers: { accept: 'application/json' } })).headers()['content-type'], 'application/json; charset=utf-8', 'the island still gets JSON')
+  await api.dispose()
 
   // ---- operator on a phone ------------------------------------------------------------------
   await page.setViewportSize(PHONE)

@@ -90,12 +90,24 @@ function uidOfPid(pid: number): number | undefined {
 }
 
 /** PIDs on this host whose command line runs the workstation server for `homeMarker`. */
-function workstationPids(): number[] {
+/** The uids this test's gateway claimed (`<workstations root>/<project>/uid` under its temp dir). */
+function claimedUids(dir: string): Set<number> {
+  const out = spawnSync('find', [dir, '-maxdepth', '5', '-type', 'f', '-name', 'uid'], { encoding: 'utf8' }).stdout
+  return new Set(out.split('\n').filter(Boolean).map((file) => Number(readFileSync(file, 'utf8'))).filter(Number.isInteger))
+}
+
+/**
+ * Terminal servers on the host. Other test files run workstations at the same time (tap runs files
+ * in parallel), so a test keeps only those whose uid its own gateway claimed: `own`.
+ */
+function workstationPids(own?: Set<number>): number[] {
   const pids: number[] = []
   for (const entry of spawnSync('ls', ['/proc']).stdout.toString().split('\n')) {
     if (!/^\d+$/.test(entry)) continue
     try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('terminal-server.ts')) pids.push(Number(entry))
+      if (!readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('terminal-server.ts')) continue
+      if (own && !own.has(uidOfPid(Number(entry)) ?? -1)) continue
+      pids.push(Number(entry))
     } catch { /* gone */ }
   }
   return pids
@@ -224,7 +236,9 @@ async function escapeAttempts(t: Test, driver: 'process' | 'docker'): Promise<vo
   t.ok(alive, 'the shell survived every attempt (the caps hit the attacker, not the server)')
 
   // Outside, as the host sees it.
-  const pids = workstationPids()
+  const own = claimedUids(dir)
+  t.equal(own.size, 2, 'the gateway claimed a uid per workstation')
+  const pids = workstationPids(own)
   t.ok(pids.length >= 2, 'both workstation servers run')
   for (const pid of pids) {
     const uid = uidOfPid(pid)
@@ -290,7 +304,7 @@ async function escapeAttempts(t: Test, driver: 'process' | 'docker'): Promise<vo
   const p2Again = await openShell(gw, bob.cookie, 'p2')
   p2Again.socket.send(Buffer.from(':(){ :|:& };:\n'))
   await new Promise((resolve) => setTimeout(resolve, 4_000))
-  const p2Uid = [...uids].find((uid) => uid !== undefined && workstationPids().some((pid) => uidOfPid(pid) === uid))!
+  const p2Uid = [...uids].find((uid) => uid !== undefined && workstationPids(own).some((pid) => uidOfPid(pid) === uid))!
   const count = spawnSync('ps', ['-o', 'pid=', '-u', String(p2Uid)], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean).length
   matrix.push(['fork_bomb_past_cap', count > LIMITS.processes ? 'ESCAPED' : 'blocked'])
   t.ok(count <= LIMITS.processes, `the fork bomb is held at the cap: ${count} processes (cap ${LIMITS.processes})`)
