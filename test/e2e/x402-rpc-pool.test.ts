@@ -1,0 +1,84 @@
+/**
+ * The x402 facilitator on a pool of chain RPCs, through a real gateway process: examples/config/
+ * x402.yaml with base/testnet's `rpcUrl` replaced by `rpcUpstream: chain-rpc`, an upstream of three
+ * targets in front of a local chain: one refusing connections, one answering 503, one forwarding to
+ * the node. The gateway starts, verify and settle work, the transaction is broadcast once in all,
+ * and /metrics shows each target under tollgate_upstream_target_* (names, never URLs). The paywall
+ * route of the same file keeps its single `rpcUrl` (unchanged). Write-once against a failing target
+ * is test/plugins/x402-facilitator/evm-rpc-pool.test.ts.
+ */
+import t from 'tap'
+import { randomBytes } from 'node:crypto'
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
+import { metricValue } from '../helpers/mirror.ts'
+import { startFaultyRpc, type FaultyRpc } from '../helpers/rpc-faults.ts'
+import { closedPort } from '../helpers/upstream.ts'
+import { call, x402Config, x402Env } from '../helpers/x402.ts'
+import { price, sdkBodyV2, sdkSigner, startFixture } from '../plugins/x402-facilitator/evm-helpers.ts'
+
+const KEY = `xk_pool_${randomBytes(10).toString('hex')}`
+const f = await startFixture(84532)
+const { accounts } = f.chain
+let gw: GatewayProcess
+let busy: FaultyRpc
+let node: FaultyRpc
+
+t.before(async () => {
+  busy = await startFaultyRpc(f.chain.rpcUrl, () => 503)
+  node = await startFaultyRpc(f.chain.rpcUrl, () => undefined)
+  const dead = `http://127.0.0.1:${await closedPort()}`
+  const pool = `upstreams:
+  chain-rpc:
+    targets:
+      - { name: dead, url: "${dead}", weight: 100, zone: eu-1 }
+      - { name: busy, url: "${busy.url}", weight: 100 }
+      - { name: node, url: "${node.url}", zone: us-1 }
+    timeouts: { connectMs: 500 }
+    health: { consecutiveFailures: 1, baseEjectionMs: 60000, maxEjectionMs: 60000 }
+    retry: { maxRetries: 2 }
+`
+  const config = x402Config([{ id: 'payments', key: KEY, scopes: ['x402'], allocation: 100000 }], (text) => {
+    const edited = text.replace('upstreams:\n', pool).replace('rpcUrl: "${EVM_RPC_URL:-http://127.0.0.1:18545}"', 'rpcUpstream: chain-rpc')
+    return edited
+  })
+  t.match(config, /rpcUpstream: chain-rpc/)
+  gw = await startGatewayProcess(config, { env: x402Env(f.chain), startTimeoutMs: 90_000 })
+})
+t.teardown(async () => {
+  await gw?.stop('SIGKILL')
+  await Promise.all([busy?.close(), node?.close()])
+  await f.close()
+})
+
+const at = (endpoint: string) => `${gw.url}/x402/base/testnet/${KEY}/${endpoint}`
+const sends = (server: FaultyRpc) => server.methods.filter((m) => m === 'eth_sendRawTransaction').length
+
+t.test('the facilitator serves from the healthy target; verify and settle work; one broadcast', async (t) => {
+  const health = await call(at('health'))
+  t.same([health.status, health.json()], [200, { status: 'ok' }])
+  const body = await sdkBodyV2(f, sdkSigner(accounts.payer.privateKey))
+  const verified = await call(at('verify'), { body })
+  t.same([verified.status, verified.json().isValid], [200, true])
+  const before = await Promise.all([f.balanceOf(accounts.payer.address), f.balanceOf(accounts.payee.address)])
+  const settled = await call(at('settle'), { body })
+  t.equal(settled.status, 200)
+  t.match(settled.json(), { success: true, transaction: /^0x[0-9a-f]{64}$/ })
+  t.same(await Promise.all([f.balanceOf(accounts.payer.address), f.balanceOf(accounts.payee.address)]),
+    [before[0] - BigInt(price), before[1] + BigInt(price)], 'one transfer on chain')
+  t.equal(sends(busy) + sends(node), 1, 'eth_sendRawTransaction sent once in all')
+  t.ok(busy.requests() >= 1, 'the 503 target was tried (at start) and failed over')
+})
+
+t.test('/metrics shows every target of the pool by name and zone, never its URL', async (t) => {
+  const value = (name: string, target: string, zone = '') => metricValue(gw.adminUrl, name, { upstream: 'chain-rpc', target, zone })
+  t.ok(await value('tollgate_upstream_target_errors_total', 'dead', 'eu-1') >= 1, 'the refused connection is an error of dead')
+  t.ok(await value('tollgate_upstream_target_errors_total', 'busy') >= 1, 'the 503 is an error of busy')
+  t.equal(await value('tollgate_upstream_target_ejections_total', 'dead', 'eu-1'), 1, 'dead ejected')
+  t.equal(await value('tollgate_upstream_target_ejections_total', 'busy'), 1, 'busy ejected')
+  t.ok(await value('tollgate_upstream_target_retries_total', 'node', 'us-1') >= 1, 'reads retried on node')
+  t.ok(await value('tollgate_upstream_target_requests_total', 'node', 'us-1') >= 3, 'node carried the traffic')
+  t.equal(await value('tollgate_upstream_target_healthy', 'node', 'us-1'), 1)
+  t.equal(await value('tollgate_upstream_target_healthy', 'dead', 'eu-1'), 0)
+  const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
+  t.notMatch(text.split('\n').filter((l) => l.startsWith('tollgate_upstream_target') && l.includes('chain-rpc')).join('\n'), /127\.0\.0\.1/, 'no URL in labels')
+})
