@@ -9,7 +9,11 @@
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
+import { execFile } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { BIN, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.ts'
+import { tempDir } from '../helpers/temp.ts'
 import { metricValue } from '../helpers/mirror.ts'
 import { startFaultyRpc, type FaultyRpc } from '../helpers/rpc-faults.ts'
 import { closedPort } from '../helpers/upstream.ts'
@@ -81,4 +85,32 @@ t.test('/metrics shows every target of the pool by name and zone, never its URL'
   t.equal(await value('tollgate_upstream_target_healthy', 'dead', 'eu-1'), 0)
   const text = await (await fetch(`${gw.adminUrl}/metrics`)).text()
   t.notMatch(text.split('\n').filter((l) => l.startsWith('tollgate_upstream_target') && l.includes('chain-rpc')).join('\n'), /127\.0\.0\.1/, 'no URL in labels')
+})
+
+t.test('tollgate check refuses an unknown rpcUpstream, rpcUrl with rpcUpstream, and a target URL with a query string', async (t) => {
+  const dir = tempDir('x402-rpc-pool-check-')
+  const cases = [
+    { edit: (text: string) => text.replace('rpcUrl: "${EVM_RPC_URL:-http://127.0.0.1:18545}"', 'rpcUpstream: nowhere'), message: 'base/testnet: unknown rpcUpstream "nowhere"' },
+    {
+      edit: (text: string) => text.replace('upstreams:\n', `upstreams:\n  chain-rpc: { url: "${node.url}" }\n`)
+        .replace('rpcUrl: "${EVM_RPC_URL:-http://127.0.0.1:18545}"', 'rpcUrl: "${EVM_RPC_URL}"\n              rpcUpstream: chain-rpc'),
+      message: 'base/testnet: set only one of rpcUrl, rpcUpstream (in-process) or upstream, not rpcUrl and rpcUpstream',
+    },
+    {
+      edit: (text: string) => text.replace('upstreams:\n', `upstreams:\n  chain-rpc: { targets: [{ name: keyed, url: "${node.url}/?apikey=secret" }] }\n`)
+        .replace('rpcUrl: "${EVM_RPC_URL:-http://127.0.0.1:18545}"', 'rpcUpstream: chain-rpc'),
+      message: 'base/testnet: rpcUpstream "chain-rpc" target keyed has a query string, which pools do not send; put the key in the path',
+    },
+  ]
+  for (const [i, { edit, message }] of cases.entries()) {
+    const file = join(dir, `gateway-${i}.yaml`)
+    writeFileSync(file, x402Config([{ id: 'payments', key: KEY, scopes: ['x402'], allocation: 100000 }], edit))
+    const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(process.execPath, [BIN, 'check', '-c', file], { env: { ...process.env, ...x402Env(f.chain), TOLLGATE_DATA_DIR: join(dir, `data-${i}`) } }, (error, _stdout, stderr) =>
+        resolve({ code: error ? (error as { code?: number }).code ?? 1 : 0, stderr }))
+    })
+    t.equal(code, 1, message)
+    t.match(stderr, message)
+    t.notMatch(stderr, 'apikey=secret', 'the URL is not printed')
+  }
 })
