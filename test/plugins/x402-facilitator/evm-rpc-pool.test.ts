@@ -103,3 +103,12 @@ t.test('behind a dead target and a 503 target (ejected on their first failure), 
   t.same([deadT.counters.ejections, busyT.counters.ejections], [1, 1], 'each bad target ejected once (then left alone)')
   t.equal(busy.requests(), 1, 'the 503 target saw one request only')
 })
+
+t.test('targets with and without a path prefix (a key in the path) both receive the calls', async (t) => {
+  const busy = await rpc(() => 503)
+  const node = await rpc(() => undefined)
+  const upstream = pool('chain-paths', [{ url: `${busy.url}/v2/some-key`, name: 'keyed', weight: 100 }, { url: node.url, name: 'plain' }])
+  const ctx = contextOn(upstream)
+  t.equal(await ctx.publicClient.getChainId(), 84532, 'the read failed over from /v2/some-key to the target without a path')
+  t.ok(busy.requests() >= 1 && node.requests() >= 1)
+})
