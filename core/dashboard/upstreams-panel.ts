@@ -61,12 +61,12 @@ export function targetState(target: TargetView, now: number): { text: string; ba
 function row(upstream: string, target: TargetView, now: number): SafeHtml {
   const c = target.counters
   const state = targetState(target, now)
-  const errorShare = c.requests > 0 ? ` (${((c.errors / c.requests) * 100).toFixed(c.errors * 1000 < c.requests ? 2 : 1)}%)` : ''
+  const errorShare = c.errors > 0 && c.requests > 0 ? ` (${((c.errors / c.requests) * 100).toFixed(c.errors * 1000 < c.requests ? 2 : 1)}%)` : ''
   const mean = c.latencyCount > 0 ? c.latencySum / c.latencyCount : undefined
   const id = `${upstream}/${target.name}`
   return html`<tr>
     <th scope="row" class="name-cell"><span class="clip" title="${id}">${target.name}</span>${target.zone ? html` <span class="chip" title="zone">${target.zone}</span>` : ''}</th>
-    <td data-label="State" class="${state.bad ? 'bad' : ''}">${state.text}</td>
+    <td data-label="State" class="state ${state.bad ? 'bad' : ''}">${state.text}</td>
     <td data-label="Requests" class="r">${formatNumber(c.requests)}</td>
     <td data-label="Errors" class="r ${c.errors ? 'bad' : ''}">${formatNumber(c.errors)}${errorShare}</td>
     <td data-label="Mean latency" class="r">${latency(mean)}</td>
@@ -76,7 +76,7 @@ function row(upstream: string, target: TargetView, now: number): SafeHtml {
     <td data-label="Retries" class="r">${formatNumber(c.retries)}</td>
     <td data-label="Hedges" class="r">${formatNumber(c.hedges)}</td>
     <td data-label="Coalesced" class="r">${c.coalesced === undefined ? html`<span title="this pool does not coalesce requests">—</span>` : formatNumber(c.coalesced)}</td>
-    <td data-label="429s" class="r ${c.throttled ? 'bad' : ''}">${formatNumber(c.throttled)}</td>
+    <td data-label="429 answers" class="r ${c.throttled ? 'bad' : ''}">${formatNumber(c.throttled)}</td>
   </tr>`
 }
 
@@ -87,7 +87,7 @@ function table(upstream: UpstreamView, now: number): SafeHtml {
     <caption>${upstream.name} <span class="muted small">· ${healthy} of ${upstream.targets.length} healthy${upstream.budget.refused ? html` · ${formatNumber(upstream.budget.refused)} retries refused by the budget` : ''}</span></caption>
     <thead><tr><th scope="col">Target</th><th scope="col">State</th><th scope="col" class="r">Requests</th><th scope="col" class="r">Errors</th>
       <th scope="col" class="r">Mean latency</th><th scope="col" class="r">Recent latency</th><th scope="col" class="r">Ejections</th><th scope="col" class="r">In flight</th>
-      <th scope="col" class="r">Retries</th><th scope="col" class="r">Hedges</th><th scope="col" class="r">Coalesced</th><th scope="col" class="r">429s</th></tr></thead>
+      <th scope="col" class="r">Retries</th><th scope="col" class="r">Hedges</th><th scope="col" class="r">Coalesced</th><th scope="col" class="r">429 answers</th></tr></thead>
     <tbody>${upstream.targets.map((target) => row(upstream.name, target, now))}</tbody>
   </table></div>`
 }

@@ -57,11 +57,11 @@ t.test('one table per pool with caption and headers; each state in words; labels
   t.equal((text.match(/<table /g) ?? []).length, 2, 'one table per upstream')
   t.ok(text.indexOf('<caption>chain-rpc') < text.indexOf('<caption>mirror'), 'in name order, each with a caption')
   t.match(text, /chain-rpc <span class="muted small">· 1 of 4 healthy/)
-  for (const header of ['Target', 'State', 'Requests', 'Errors', 'Mean latency', 'Recent latency', 'Ejections', 'In flight', 'Retries', 'Hedges', 'Coalesced', '429s']) {
+  for (const header of ['Target', 'State', 'Requests', 'Errors', 'Mean latency', 'Recent latency', 'Ejections', 'In flight', 'Retries', 'Hedges', 'Coalesced', '429 answers']) {
     t.match(text, new RegExp(`<th scope="col"[^>]*>${header}</th>`), `header ${header}`)
   }
   const rowOf = (name: string) => text.split('<tr>').find((r) => r.includes(`title="chain-rpc/${name}"`)) ?? ''
-  t.match(rowOf('alchemy'), /data-label="State" class="">healthy</)
+  t.match(rowOf('alchemy'), /data-label="State" class="state ">healthy</)
   t.match(rowOf('alchemy'), /data-label="Requests" class="r">2</)
   t.match(rowOf('alchemy'), /data-label="Mean latency" class="r">20 ms</, 'mean of 10 and 30 ms')
   t.match(rowOf('alchemy'), /data-label="Retries" class="r">3</)
@@ -71,7 +71,7 @@ t.test('one table per pool with caption and headers; each state in words; labels
   t.match(rowOf('public'), /data-label="Errors" class="r bad">2 \(100\.0%\)</)
   t.match(rowOf('public'), /data-label="Ejections" class="r">1</)
   t.match(rowOf('limited'), /429 back-off, 4 s left/)
-  t.match(rowOf('limited'), /data-label="429s" class="r bad">1</)
+  t.match(rowOf('limited'), /data-label="429 answers" class="r bad">1</)
   t.match(rowOf('3'), /down \(probe\)/, 'an unnamed target is labelled by its index')
   t.notMatch(text, /<img/, 'the zone label is escaped')
   t.match(text, /&lt;img src=x onerror=alert\(1\)&gt;/)
@@ -140,7 +140,7 @@ routes:
     t.match(row('dead'), /data-label="Errors" class="r bad">1 \(100\.0%\)</)
     t.match(row('dead'), /data-label="Ejections" class="r">1</)
     t.match(row('dead'), /<span class="chip" title="zone">eu-1</)
-    t.match(row('live'), /data-label="State" class="">healthy</)
+    t.match(row('live'), /data-label="State" class="state ">healthy</)
     t.match(row('live'), /data-label="Requests" class="r">5</)
     t.match(row('live'), /data-label="Retries" class="r">1</, 'the first GET was retried on live')
     t.match(row('live'), /data-label="Mean latency" class="r">[\d.]+ m?s</)
