@@ -90,13 +90,13 @@ routes:
     if (size === 'phone') {
       const box = await requests.boundingBox()
       t.ok(box && box.x >= 0 && box.x + box.width <= viewport.width, 'a figure lies within the phone screen')
-      const label = await requests.evaluate((el) => getComputedStyle(el, '::before').content)
+      const label = await requests.evaluate((el) => (globalThis as any).getComputedStyle(el, '::before').content as string)
       t.equal(label, '"Requests"', 'with its label beside it')
     }
     // The live region redraws the panel with new figures.
     const before = Number((await requests.textContent())?.replace(/\D/g, ''))
     await send(gw.url, 'GET', `/rpc/${key}/more`)
-    await page.waitForFunction((n) => Number(document.querySelector('tr:has(span[title$="/live"]) td[data-label="Requests"]')?.textContent?.replace(/\D/g, '')) === n + 1, before, { timeout: 15_000 })
+    await page.waitForFunction((n) => Number((globalThis as any).document.querySelector('tr:has(span[title$="/live"]) td[data-label="Requests"]')?.textContent?.replace(/\D/g, '')) === n + 1, before, { timeout: 15_000 })
     t.pass(`${size}: the live fragment refreshed the figures`)
     await context.close()
   }

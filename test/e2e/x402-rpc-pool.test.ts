@@ -9,6 +9,13 @@
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { x402Client } from '@x402/core/client'
+import { ExactEvmScheme } from '@x402/evm/exact/client'
+import { decodePaymentResponseHeader, wrapFetchWithPayment } from '@x402/fetch'
+import type { LocalAccount } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
 import { execFile } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -26,8 +33,11 @@ const { accounts } = f.chain
 let gw: GatewayProcess
 let busy: FaultyRpc
 let node: FaultyRpc
+let content: Server
 
 t.before(async () => {
+  content = createServer((req, res) => void req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":"paid"}')))
+  await new Promise<void>((resolve) => content.listen(0, '127.0.0.1', resolve))
   busy = await startFaultyRpc(f.chain.rpcUrl, () => 503)
   node = await startFaultyRpc(f.chain.rpcUrl, () => undefined)
   const dead = `http://127.0.0.1:${await closedPort()}`
@@ -42,15 +52,16 @@ t.before(async () => {
     retry: { maxRetries: 2 }
 `
   const config = x402Config([{ id: 'payments', key: KEY, scopes: ['x402'], allocation: 100000 }], (text) => {
-    const edited = text.replace('upstreams:\n', pool).replace('rpcUrl: "${EVM_RPC_URL:-http://127.0.0.1:18545}"', 'rpcUpstream: chain-rpc')
-    return edited
+    // Both the facilitator route and the paywall route's in-process facilitator use the pool.
+    return text.replace('upstreams:\n', pool).replaceAll('rpcUrl: "${EVM_RPC_URL:-http://127.0.0.1:18545}"', 'rpcUpstream: chain-rpc')
   })
-  t.match(config, /rpcUpstream: chain-rpc/)
-  gw = await startGatewayProcess(config, { env: x402Env(f.chain), startTimeoutMs: 90_000 })
+  t.equal(config.match(/rpcUpstream: chain-rpc/g)?.length, 2)
+  const mirror = `http://127.0.0.1:${(content.address() as AddressInfo).port}`
+  gw = await startGatewayProcess(config, { env: x402Env(f.chain, { MIRROR_TESTNET_URL: mirror }), startTimeoutMs: 90_000 })
 })
 t.teardown(async () => {
   await gw?.stop('SIGKILL')
-  await Promise.all([busy?.close(), node?.close()])
+  await Promise.all([busy?.close(), node?.close(), new Promise((resolve) => content?.close(resolve))])
   await f.close()
 })
 
@@ -71,6 +82,20 @@ t.test('the facilitator serves from the healthy target; verify and settle work; 
     [before[0] - BigInt(price), before[1] + BigInt(price)], 'one transfer on chain')
   t.equal(sends(busy) + sends(node), 1, 'eth_sendRawTransaction sent once in all')
   t.ok(busy.requests() >= 1, 'the 503 target was tried (at start) and failed over')
+})
+
+t.test('the paywall route, on the same pool, takes a payment from the official client: one more broadcast', async (t) => {
+  const buyer = new x402Client()
+    .register('eip155:84532', new ExactEvmScheme(privateKeyToAccount(accounts.payer.privateKey) as LocalAccount))
+    .setSpendControls({ allowedAssets: [{ network: 'eip155:84532', asset: f.chain.token, maxAmountPerPayment: '10000' }] })
+  const sent = sends(busy) + sends(node)
+  const payeeBefore = await f.balanceOf(accounts.payee.address)
+  const res = await wrapFetchWithPayment(fetch, buyer)(`${gw.url}/paid/mirror/accounts`)
+  t.equal(res.status, 200)
+  t.equal(await res.text(), '{"data":"paid"}')
+  t.match(decodePaymentResponseHeader(res.headers.get('payment-response')!), { success: true, transaction: /^0x[0-9a-f]{64}$/ })
+  t.equal(await f.balanceOf(accounts.payee.address), payeeBefore + 10000n, 'paid once')
+  t.equal(sends(busy) + sends(node), sent + 1, 'one more eth_sendRawTransaction')
 })
 
 t.test('/metrics shows every target of the pool by name and zone, never its URL', async (t) => {
