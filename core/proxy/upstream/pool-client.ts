@@ -7,6 +7,7 @@
 import type { Dispatcher } from 'undici'
 import { errors } from '../errors.ts'
 import type { UpstreamPool } from './pool.ts'
+import { THROTTLED } from './choose.ts'
 import { retryableError, retryableStatus } from './retry-rules.ts'
 import { retryAfterMs, type Target } from './target.ts'
 
@@ -34,6 +35,7 @@ export class PoolClient {
     let previous: Target | undefined
     for (;;) {
       const target = upstream.choose(previous)
+      if (target === THROTTLED) throw upstream.throttledError()
       if (!target) throw errors.upstreamUnavailable(`upstream ${upstream.name} is overloaded`)
       attempts++
       if (attempts > 1) target.counters.retries++
