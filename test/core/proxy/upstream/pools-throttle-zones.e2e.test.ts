@@ -1,0 +1,147 @@
+/**
+ * Upstream pools end to end, two behaviours a client notices (a real gateway process, a real mirror
+ * stand-in behind HTTP status fronts that count every request they receive):
+ *
+ * - A lone target (and a pool whose every target) answering 429 with Retry-After: while the
+ *   Retry-After lasts the gateway answers 429 `upstream_throttled` itself, with a Retry-After, sends
+ *   nothing and charges nothing; then the share sent climbs back over breaker.recoverMs.
+ * - preferZone: the local zone takes all traffic; the other zone only while the local target is
+ *   ejected, and the local one takes it back after its half-open probe.
+ */
+import t from 'tap'
+import { request } from 'undici'
+import { startGatewayProcess } from '../../../helpers/gateway-process.ts'
+import { startStatusFront, type StatusFront } from '../../../helpers/status-front.ts'
+import { ADMIN_TOKEN, KEY, PROJECT } from '../../../reliability/harness/environment.ts'
+import { settledCreditsUsed } from '../../../reliability/harness/admin.ts'
+import { hashCredential } from '../../../../core/projects/projects.ts'
+import { startMirror } from '../../../../examples/upstreams/mirror.ts'
+
+t.setTimeout(300_000)
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+function config(lone: StatusFront, p1: StatusFront, p2: StatusFront, eu: StatusFront, us: StatusFront): string {
+  const plugins = `[{ name: header-auth, config: { header: x-api-key, scope: mirror } }, { name: credit-meter, config: { apiType: MIRROR, cost: 1 } }]`
+  const route = (name: string, upstream: string) => `  - { name: ${name}, methods: [GET], path: '/${name}/*rest', rewrite: '/*rest', upstream: ${upstream}, apiType: MIRROR, plugins: ${plugins} }`
+  return `version: 1
+server: { listen: { host: 127.0.0.1, port: 0 }, drainTimeoutMs: 1000 }
+admin: { listen: { host: 127.0.0.1, port: 0 }, tokenHash: ${hashCredential(ADMIN_TOKEN)} }
+store: { dataDir: '{{DIR}}/data' }
+log: { level: info, access: true }
+projects:
+  - id: ${PROJECT}
+    plan: enterprise
+    scopes: [mirror]
+    credits: { allocation: 1000000, period: month }
+    keys: [{ label: k, hash: ${hashCredential(KEY)} }]
+upstreams:
+  lone: { url: '${lone.url}/api/v1', breaker: { recoverMs: 3000 } }
+  pair: { targets: [{ url: '${p1.url}/api/v1', name: a }, { url: '${p2.url}/api/v1', name: b }], breaker: { recoverMs: 300 } }
+  zoned:
+    targets: [{ url: '${eu.url}/api/v1', name: eu1, zone: eu }, { url: '${us.url}/api/v1', name: us1, zone: us }]
+    preferZone: us
+    health: { consecutiveFailures: 2, baseEjectionMs: 1500 }
+routes:
+${route('lone', 'lone')}
+${route('pair', 'pair')}
+${route('zoned', 'zoned')}
+`
+}
+
+interface Answer {
+  status: number
+  code?: string
+  retryAfter?: string
+}
+
+t.test('429 from every target: the gateway answers itself, sends nothing, charges nothing, then recovers gradually; preferZone', async (t) => {
+  const mirror = await startMirror({ network: 'testnet' })
+  const fronts = [await startStatusFront(mirror.url), await startStatusFront(mirror.url), await startStatusFront(mirror.url), await startStatusFront(mirror.url), await startStatusFront(mirror.url)]
+  const [lone, p1, p2, eu, us] = fronts
+  const gw = await startGatewayProcess(config(lone, p1, p2, eu, us), { startTimeoutMs: 120_000 })
+  t.teardown(async () => {
+    await gw.stop()
+    for (const f of fronts) await f.close()
+    await mirror.close()
+  })
+  const get = async (route: string): Promise<Answer> => {
+    const res = await request(`${gw.url}/${route}/accounts?limit=1`, { headers: { 'x-api-key': KEY } })
+    const text = await res.body.text()
+    let code: string | undefined
+    try {
+      code = (JSON.parse(text) as { error?: { code?: string } }).error?.code
+    } catch {}
+    const retryAfter = res.headers['retry-after'] as string | undefined
+    return { status: res.statusCode, ...(code ? { code } : {}), ...(retryAfter ? { retryAfter } : {}) }
+  }
+  const used = () => settledCreditsUsed(gw.adminUrl)
+  t.equal((await get('lone')).status, 200, 'lone target answers')
+
+  // A lone target answers 429 with Retry-After: 2.
+  lone.mode = '429'
+  lone.retryAfterS = 2
+  const first = await get('lone')
+  const throttledAt = Date.now()
+  t.equal(first.status, 429, "the upstream's own 429 reaches the client")
+  lone.mode = 'pass'
+  const hitsBefore = lone.hits
+  const creditsBefore = await used()
+  const during: Answer[] = []
+  for (let i = 0; i < 8 && Date.now() - throttledAt < 1500; i++) during.push(await get('lone'))
+  t.ok(during.length >= 1, `requests sent inside the Retry-After (${during.length})`)
+  t.ok(during.every((a) => a.status === 429 && a.code === 'upstream_throttled'), 'inside Retry-After: 429 upstream_throttled from the gateway')
+  t.ok(during.every((a) => Number(a.retryAfter) >= 1 && Number(a.retryAfter) <= 2), `with Retry-After (${during.map((a) => a.retryAfter).join(',')})`)
+  t.equal(lone.hits - hitsBefore, 0, 'nothing sent to the throttled target')
+  t.equal((await used()) - creditsBefore, 0, 'not charged')
+
+  // After the Retry-After: a share that climbs over recoverMs (3 s).
+  await sleep(Math.max(0, throttledAt + 2100 - Date.now()))
+  const rampHits = lone.hits
+  const ramp: Answer[] = []
+  for (let i = 0; i < 12; i++) ramp.push(await get('lone'))
+  const served = ramp.filter((a) => a.status === 200).length
+  const refused = ramp.filter((a) => a.code === 'upstream_throttled').length
+  t.equal(served + refused, ramp.length, 'during the ramp: answered or refused by the gateway, nothing else')
+  t.ok(served >= 1, `the ramp lets some through (${served}/${ramp.length})`)
+  t.ok(refused >= 1, `but not all at once (${refused} refused)`)
+  t.equal(lone.hits - rampHits, served, 'the target received exactly the requests that were served')
+  await sleep(Math.max(0, throttledAt + 2000 + 3200 - Date.now()))
+  const after: Answer[] = []
+  for (let i = 0; i < 5; i++) after.push(await get('lone'))
+  t.same(after.map((a) => a.status), [200, 200, 200, 200, 200], 'after the ramp: full traffic')
+
+  // A pool whose every target answers 429: tried once each, then answered by the gateway.
+  p1.mode = '429'
+  p2.mode = '429'
+  const before = p1.hits + p2.hits
+  const pairFirst = await get('pair')
+  t.equal(pairFirst.status, 429, 'both targets 429: the client gets the 429')
+  t.equal(p1.hits + p2.hits - before, 2, 'each target was asked once (one retry)')
+  const pairCredits = await used()
+  const pairNext = [await get('pair'), await get('pair'), await get('pair')]
+  t.ok(pairNext.every((a) => a.code === 'upstream_throttled' && a.retryAfter === '1'), 'then 429 upstream_throttled with Retry-After from the gateway')
+  t.equal(p1.hits + p2.hits - before, 2, 'and nothing more sent')
+  t.equal((await used()) - pairCredits, 0, 'not charged')
+  p1.mode = 'pass'
+  p2.mode = 'pass'
+  await sleep(1500)
+  t.equal((await get('pair')).status, 200, 'after Retry-After and the ramp the pool serves again')
+
+  // preferZone: us takes everything while healthy.
+  const zone = () => ({ eu: eu.hits, us: us.hits })
+  let z0 = zone()
+  for (let i = 0; i < 10; i++) t.equal((await get('zoned')).status, 200)
+  t.same({ eu: eu.hits - z0.eu, us: us.hits - z0.us }, { eu: 0, us: 10 }, 'all ten to the preferred zone')
+  us.mode = '503'
+  z0 = zone()
+  const failover: number[] = []
+  for (let i = 0; i < 6; i++) failover.push((await get('zoned')).status)
+  t.same(failover, [200, 200, 200, 200, 200, 200], 'the local target failing: the other zone answers every read')
+  t.equal(us.hits - z0.us, 2, 'the local target was tried twice (consecutiveFailures), then ejected')
+  us.mode = 'pass'
+  await sleep(1700)
+  z0 = zone()
+  for (let i = 0; i < 5; i++) await get('zoned')
+  t.same({ eu: eu.hits - z0.eu, us: us.hits - z0.us }, { eu: 0, us: 5 }, 'after its ejection the local target takes the traffic back')
+})
