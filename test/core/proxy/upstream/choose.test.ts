@@ -1,5 +1,5 @@
 /** The choice among targets: round-robin against least-loaded, the preferred zone, and a pool whose every target backs off after a 429. */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { normaliseUpstream } from '../../../../core/proxy/upstream/config.ts'
 import { Target } from '../../../../core/proxy/upstream/target.ts'
 import { chooseTarget, THROTTLED, type ChoicePolicy } from '../../../../core/proxy/upstream/choose.ts'
@@ -15,7 +15,7 @@ const config = normaliseUpstream({
   keepAliveTimeoutMs: 100,
   breaker: { recoverMs: 1000 },
 })
-function make(t: Tap.Test): Target[] {
+function make(t: Test): Target[] {
   const targets = config.targets.map((c) => new Target(c, config, config.health, config.breaker.recoverMs))
   t.teardown(() => Promise.all(targets.map((x) => x.pool.close())))
   return targets
