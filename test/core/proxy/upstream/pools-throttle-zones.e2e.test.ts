@@ -7,13 +7,15 @@
  *   nothing and charges nothing; then the share sent climbs back over breaker.recoverMs.
  * - preferZone: the local zone takes all traffic; the other zone only while the local target is
  *   ejected, and the local one takes it back after its half-open probe.
+ * - A hedge's loser runs to its end unseen: its latency counts against its target (it was
+ *   cancelled before, so a slow target looked fast and kept its share).
  */
 import t from 'tap'
 import { request } from 'undici'
 import { startGatewayProcess } from '../../../helpers/gateway-process.ts'
 import { startStatusFront, type StatusFront } from '../../../helpers/status-front.ts'
 import { ADMIN_TOKEN, KEY, PROJECT } from '../../../reliability/harness/environment.ts'
-import { settledCreditsUsed } from '../../../reliability/harness/admin.ts'
+import { metric, settledCreditsUsed } from '../../../reliability/harness/admin.ts'
 import { hashCredential } from '../../../../core/projects/projects.ts'
 import { startMirror } from '../../../../examples/upstreams/mirror.ts'
 
@@ -21,7 +23,7 @@ t.setTimeout(300_000)
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-function config(lone: StatusFront, p1: StatusFront, p2: StatusFront, eu: StatusFront, us: StatusFront): string {
+function config(lone: StatusFront, p1: StatusFront, p2: StatusFront, eu: StatusFront, us: StatusFront, h1: StatusFront, h2: StatusFront): string {
   const plugins = `[{ name: header-auth, config: { header: x-api-key, scope: mirror } }, { name: credit-meter, config: { apiType: MIRROR, cost: 1 } }]`
   const route = (name: string, upstream: string) => `  - { name: ${name}, methods: [GET], path: '/${name}/*rest', rewrite: '/*rest', upstream: ${upstream}, apiType: MIRROR, plugins: ${plugins} }`
   return `version: 1
@@ -42,10 +44,12 @@ upstreams:
     targets: [{ url: '${eu.url}/api/v1', name: eu1, zone: eu }, { url: '${us.url}/api/v1', name: us1, zone: us }]
     preferZone: us
     health: { consecutiveFailures: 2, baseEjectionMs: 1500 }
+  hedged: { targets: [{ url: '${h1.url}/api/v1', name: h1, weight: 1000 }, { url: '${h2.url}/api/v1', name: h2 }], hedge: { afterMs: 150 } }
 routes:
 ${route('lone', 'lone')}
 ${route('pair', 'pair')}
 ${route('zoned', 'zoned')}
+${route('hedged', 'hedged')}
 `
 }
 
@@ -57,9 +61,10 @@ interface Answer {
 
 t.test('429 from every target: the gateway answers itself, sends nothing, charges nothing, then recovers gradually; preferZone', async (t) => {
   const mirror = await startMirror({ network: 'testnet' })
-  const fronts = [await startStatusFront(mirror.url), await startStatusFront(mirror.url), await startStatusFront(mirror.url), await startStatusFront(mirror.url), await startStatusFront(mirror.url)]
-  const [lone, p1, p2, eu, us] = fronts
-  const gw = await startGatewayProcess(config(lone, p1, p2, eu, us), { startTimeoutMs: 120_000 })
+  const fronts: StatusFront[] = []
+  for (let i = 0; i < 7; i++) fronts.push(await startStatusFront(mirror.url))
+  const [lone, p1, p2, eu, us, h1, h2] = fronts
+  const gw = await startGatewayProcess(config(lone, p1, p2, eu, us, h1, h2), { startTimeoutMs: 120_000 })
   t.teardown(async () => {
     await gw.stop()
     for (const f of fronts) await f.close()
@@ -144,4 +149,19 @@ t.test('429 from every target: the gateway answers itself, sends nothing, charge
   z0 = zone()
   for (let i = 0; i < 5; i++) await get('zoned')
   t.same({ eu: eu.hits - z0.eu, us: us.hits - z0.us }, { eu: 0, us: 5 }, 'after its ejection the local target takes the traffic back')
+
+  // A hedge's loser: answered by h2 after 150 ms; h1's slow answer still arrives and is timed.
+  t.equal((await get('hedged')).status, 200, 'hedged upstream answers')
+  h1.mode = 'slow-head'
+  h1.delayMs = 1500
+  const h0 = { h1: h1.hits, h2: h2.hits, used: await used() }
+  const startedAt = Date.now()
+  const hedged = await get('hedged')
+  const ms = Date.now() - startedAt
+  t.same({ status: hedged.status, h1: h1.hits - h0.h1, h2: h2.hits - h0.h2, charged: (await used()) - h0.used }, { status: 200, h1: 1, h2: 1, charged: 1 }, 'slow head: hedged, charged once')
+  t.ok(ms < 1200, `answered by the hedge (${ms} ms)`)
+  await sleep(1700)
+  h1.mode = 'pass'
+  const seconds = await metric(gw.adminUrl, 'tollgate_upstream_target_answer_seconds_total', { upstream: 'hedged', target: 'h1' })
+  t.ok(seconds >= 1.4, `the abandoned attempt's 1.5 s head latency counts against h1 (${seconds.toFixed(3)} s in total)`)
 })
