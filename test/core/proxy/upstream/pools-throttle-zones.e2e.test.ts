@@ -86,19 +86,19 @@ t.test('429 from every target: the gateway answers itself, sends nothing, charge
   // A lone target answers 429 with Retry-After: 2.
   lone.mode = '429'
   lone.retryAfterS = 2
+  const creditsBefore = await used()
   const first = await get('lone')
   const throttledAt = Date.now()
   t.equal(first.status, 429, "the upstream's own 429 reaches the client")
   lone.mode = 'pass'
   const hitsBefore = lone.hits
-  const creditsBefore = await used()
   const during: Answer[] = []
   for (let i = 0; i < 8 && Date.now() - throttledAt < 1500; i++) during.push(await get('lone'))
   t.ok(during.length >= 1, `requests sent inside the Retry-After (${during.length})`)
   t.ok(during.every((a) => a.status === 429 && a.code === 'upstream_throttled'), 'inside Retry-After: 429 upstream_throttled from the gateway')
   t.ok(during.every((a) => Number(a.retryAfter) >= 1 && Number(a.retryAfter) <= 2), `with Retry-After (${during.map((a) => a.retryAfter).join(',')})`)
   t.equal(lone.hits - hitsBefore, 0, 'nothing sent to the throttled target')
-  t.equal((await used()) - creditsBefore, 0, 'not charged')
+  t.equal((await used()) - creditsBefore, 1, "the upstream's 429 is charged as any answer of the upstream (refund policy: 502/504 and 5xx), the gateway's own 429s are not")
 
   // After the Retry-After: a share that climbs over recoverMs (3 s).
   await sleep(Math.max(0, throttledAt + 2100 - Date.now()))
