@@ -6,9 +6,10 @@
  *
  * When no target qualifies, the request is not refused for health alone ("panic mode", as Envoy):
  * the least-loaded target that is not excluded takes it, so a pool of one behaves as a single URL
- * did. Two outcomes refuse instead: every target is backing off after a 429 (THROTTLED: the gateway
- * answers 429 itself rather than send what the upstream asked not to get), and the breaker's
- * pending limit (undefined).
+ * did. Two outcomes refuse instead: every target is backing off after a 429 that carried a
+ * Retry-After (THROTTLED: the gateway answers 429 itself rather than send what the upstream asked
+ * not to get; a bare 429 may concern one caller only, so it never stops a whole pool), and the
+ * breaker's pending limit (undefined).
  */
 import type { Balance } from './config.ts'
 import type { Target } from './target.ts'
@@ -25,7 +26,7 @@ export interface ChoicePolicy {
 
 export function chooseTarget(targets: readonly Target[], exclude: Target | undefined, now: number, policy: ChoicePolicy): Choice {
   const { maxConcurrent, preferZone } = policy
-  if (targets.length === 1 && maxConcurrent === 0) return targets[0].admits(now) ? targets[0] : THROTTLED
+  if (targets.length === 1 && maxConcurrent === 0) return targets[0].admits(now) || !targets[0].askedToWait ? targets[0] : THROTTLED
   // Pass 1: which targets qualify (admits() is asked once: it spends the recovery ramp's credit).
   let local = false
   let qualified = 0
@@ -33,14 +34,17 @@ export function chooseTarget(targets: readonly Target[], exclude: Target | undef
   for (const target of targets) {
     target.eligible = false
     if (target === exclude) {
-      if (!target.blocked(now)) throttledOnly = false
+      if (!target.blocked(now) || !target.askedToWait) throttledOnly = false
       continue
     }
     if (!target.available(now) || (maxConcurrent > 0 && target.inFlight >= maxConcurrent)) {
       throttledOnly = false
       continue
     }
-    if (!target.admits(now)) continue
+    if (!target.admits(now)) {
+      if (!target.askedToWait) throttledOnly = false
+      continue
+    }
     target.eligible = true
     qualified++
     if (preferZone !== undefined && target.zone === preferZone) local = true

@@ -49,6 +49,8 @@ export class Target {
   /** 429 back-off: no traffic until `blockedUntil`, then a share climbing from FLOOR_SHARE to 1. */
   blockedUntil = 0
   recoverUntil = 0
+  /** The last 429 carried a Retry-After: only then may the gateway refuse in the target's place (choose.ts). */
+  askedToWait = false
   /** Scratch of the choice: this target qualified in the current pick (choose.ts). */
   eligible = false
   /** Smooth weighted round-robin's running credit (choose.ts). */
@@ -143,6 +145,7 @@ export class Target {
   /** The target answered 429: back off for its Retry-After (1 s when absent), then recover gradually. */
   throttle(retryAfterMs: number | undefined, now: number): void {
     this.counters.throttled++
+    this.askedToWait = retryAfterMs !== undefined
     const wait = Math.min(MAX_RETRY_AFTER_MS, retryAfterMs ?? 1000)
     this.blockedUntil = now + wait
     this.recoverUntil = this.blockedUntil + this.recoverMs

@@ -79,4 +79,8 @@ t.test('every target backing off after a 429: THROTTLED, then a climbing share',
   lone[0].throttle(1000, 0)
   t.equal(chooseTarget(lone, undefined, 500, policy), THROTTLED, 'a lone target inside Retry-After: THROTTLED')
   t.equal(chooseTarget(lone, undefined, 2500, policy), lone[0], 'after the ramp: sent')
+  lone[0].throttle(undefined, 3000)
+  t.equal(chooseTarget(lone, undefined, 3500, policy), lone[0], 'a 429 without Retry-After (maybe about one caller) never stops a lone target')
+  for (const x of targets) x.throttle(undefined, 10_000)
+  t.not(chooseTarget(targets, undefined, 10_500, policy), THROTTLED, 'nor a whole pool')
 })
