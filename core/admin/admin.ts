@@ -38,7 +38,7 @@ export interface AdminDeps {
   /** More API routes (core/workstations), given the caller; undefined for other paths. */
   extraRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status: number; body: unknown; headers?: Record<string, string> } | undefined>
   /** More core admin routes (low-balance alerts...), given the caller; tried in order after the settings routes. */
-  coreRoutes?: ((req: IncomingMessage, url: URL, principal: AdminPrincipal) => Promise<{ status?: number; body: unknown } | undefined>)[]
+  coreRoutes?: ((req: IncomingMessage, url: URL, principal: AdminPrincipal) => Promise<{ status?: number; body: unknown; headers?: Record<string, string> } | undefined>)[]
   /** The dashboard (core/dashboard): pages and assets under /dashboard, with their own sign-in; true when it answered. */
   dashboard?(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean>
 }
@@ -116,7 +116,7 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
   if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
   for (const routes of deps.coreRoutes ?? []) {
     const answer = await routes(req, url, principal)
-    if (answer) return send(res, answer.status ?? 200, answer.body)
+    if (answer) return send(res, answer.status ?? 200, answer.body, answer.headers)
   }
   const extraAnswer = await deps.extraRoutes?.(req, url, principal)
   if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body, extraAnswer.headers)
