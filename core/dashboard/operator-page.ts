@@ -18,10 +18,10 @@ export function unattributedTable(tally: TrafficTally | undefined): SafeHtml {
   const body = rows.length === 0
     ? html`<p class="muted">None: every refused key belonged to a project.</p>`
     : scroller('Refused without a project', html`<table class="table unattributed">
-      <thead><tr><th scope="col">Route</th><th scope="col">Code</th><th scope="col" class="r">Count</th><th scope="col">Last</th></tr></thead>
+      <thead><tr><th scope="col">Route</th><th scope="col">Code and why</th><th scope="col" class="r">Count</th><th scope="col">Last</th></tr></thead>
       <tbody>${rows.map((r) => html`<tr data-unattributed="${r.route}"><td><code>${r.route}</code></td>
-        <td>${r.answer ? html`<code>${r.answer}</code> <span class="small">${refusalReason(r.answer)}</span>` : html`<span class="muted">not recorded</span>`}</td>
-        <td class="r">${formatNumber(r.count)}</td><td>${r.lastUsed ? when(r.lastUsed) : ''}</td></tr>`)}</tbody></table>`)
+        <td class="code">${r.answer ? html`<code>${r.answer}</code> <span class="small why">${refusalReason(r.answer)}</span>` : html`<span class="muted">not recorded</span>`}</td>
+        <td class="r"><span class="phone-only muted small">Count </span>${formatNumber(r.count)}</td><td class="when"><span class="phone-only muted small">Last </span>${r.lastUsed ? when(r.lastUsed) : ''}</td></tr>`)}</tbody></table>`)
   return html`<section class="card" id="unattributed" aria-labelledby="unattributed-title"><h2 id="unattributed-title">Refused without a project</h2>
     <p class="muted small">Requests with a key no project has, per route, since the tally began. The key itself is never stored.</p>${body}</section>`
 }

@@ -27,7 +27,7 @@ import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
 import { IDE_PATH } from './ide.ts'
 import { HOP, ideTarget, socketOf, upstreamHeaders } from './proxy-target.ts'
-import { bindingMatches, cookieOf, LINK_COOKIE, LINK_COOKIE_PATH, linkedPage, LOGIN_COOKIE, SlidingCounter } from './sign-in-cookies.ts'
+import { bindingMatches, cookieOf, LINK_COOKIE, LINK_COOKIE_PATH, linkedPage, LOGIN_COOKIE, publicAsset, SlidingCounter } from './sign-in-cookies.ts'
 
 export { LINK_COOKIE, LINK_COOKIE_PATH, LOGIN_COOKIE } from './sign-in-cookies.ts'
 
@@ -134,6 +134,7 @@ export class WorkstationPublicRoutes {
       if (url.pathname === '/workstations/_auth/login') return await this.login(req, res, url)
       if (url.pathname === '/workstations/_auth/callback') return await this.callback(req, res, url)
       if (url.pathname === '/workstations/_auth/linked') return linkedPage(res)
+      if ((req.method === 'GET' || req.method === 'HEAD') && publicAsset(res, url.pathname)) return
       if (url.pathname === '/workstations/_auth/logout') return await this.logout(req, res)
       const routed = await this.route(req, url)
       if ('status' in routed) {

@@ -4,6 +4,9 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { serveAsset } from '../dashboard/assets.ts'
+import { html } from '../dashboard/html.ts'
+import { STANDALONE_POLICY, standalonePage } from '../dashboard/layout.ts'
 
 const PREFIX = '/workstations/'
 
@@ -50,8 +53,31 @@ export function bindingMatches(presented: string | undefined, expectedHash: stri
   return expected.length === actual.length && timingSafeEqual(actual, expected)
 }
 
-/** The end of a link sign-in that named no dashboard page to go back to (no script, no style). */
+/** Where the public listener serves the dashboard's stylesheet and icon (for {@link linkedPage}). */
+export const PUBLIC_ASSETS = `${PREFIX}_auth/assets`
+const PUBLIC_ASSET_NAMES = new Set(['app.css', 'favicon.svg'])
+
+/** The stylesheet or icon under {@link PUBLIC_ASSETS}; false for any other path (the dashboard's script is not served here). */
+export function publicAsset(res: ServerResponse, pathname: string): boolean {
+  if (!pathname.startsWith(`${PUBLIC_ASSETS}/`)) return false
+  const name = pathname.slice(PUBLIC_ASSETS.length + 1)
+  if (!PUBLIC_ASSET_NAMES.has(name)) return false
+  return serveAsset(res, name, { 'x-content-type-options': 'nosniff', 'content-security-policy': "default-src 'none'" })
+}
+
+/**
+ * The end of a link sign-in that named no dashboard page to go back to (the link was started over
+ * the API): styled like the dashboard (its stylesheet, served by this listener), no script, and a
+ * next step that works from here: open a project's workstation, which now lets this identity in.
+ */
 export function linkedPage(res: ServerResponse): void {
-  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'none'" })
-  res.end('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Identity linked</title></head><body><h1>Identity linked</h1><p>Your identity-provider account is linked to your tollgate account. You can close this tab.</p></body></html>')
+  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': STANDALONE_POLICY, 'x-content-type-options': 'nosniff' })
+  res.end(standalonePage('Identity linked', html`<section class="card signin"><h1>Identity linked</h1>
+    <p>Your identity-provider account is linked to your tollgate account: the workstations of your projects let you in when you sign in with it.</p>
+    <form method="get" action="${PREFIX}_auth/login">
+      <label>Project id <input name="project" required maxlength="64" pattern="[a-zA-Z0-9_.\\-]{1,64}" autocomplete="off" spellcheck="false" aria-describedby="project-rule">
+        <span class="hint muted small" id="project-rule">1 to 64 letters, digits, _ . or -, as on the project's dashboard page</span></label>
+      <button type="submit" class="primary">Open its workstation</button>
+    </form>
+    <p class="muted small">Or go back to the dashboard tab you started from. You can close this tab.</p></section>`, PUBLIC_ASSETS))
 }

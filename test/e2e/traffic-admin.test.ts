@@ -140,8 +140,8 @@ t.test('refusals by status and code, and per key, over the admin API; keys of no
   t.equal(page.status, 200)
   const section = /<section class="card" id="unattributed"[\s\S]*?<\/section>/.exec(page.text)?.[0] ?? ''
   t.match(section, /<h2 id="unattributed-title">Refused without a project<\/h2>/)
-  t.match(section, /data-unattributed="rpc"><td><code>rpc<\/code><\/td>\s*<td><code>401 unknown_key<\/code> <span class="small">No project has this key[^<]*<\/span><\/td>\s*<td class="r">2<\/td>/, 'rpc: 2 refused as 401 unknown_key')
-  t.match(section, /data-unattributed="pro"[\s\S]*?<td class="r">1<\/td>/, 'pro: 1')
+  t.match(section, /data-unattributed="rpc"><td><code>rpc<\/code><\/td>\s*<td class="code"><code>401 unknown_key<\/code> <span class="small why">No project has this key[^<]*<\/span><\/td>\s*<td class="r"><span class="phone-only muted small">Count <\/span>2<\/td>/, 'rpc: 2 refused as 401 unknown_key')
+  t.match(section, /data-unattributed="pro"[\s\S]*?Count <\/span>1<\/td>/, 'pro: 1')
   t.notMatch(page.text, /tk_unknown|tk_&lt;|tk_<b|tk_%3C/, 'the presented keys are never shown')
   const fragment = await operator.call('GET', '/dashboard/fragments/operator')
   t.match(fragment.text, /id="unattributed"/, 'the live fragment carries the table too')

@@ -159,4 +159,11 @@ t.test('pages: lang, skip link, no empty header; a key in its grace offers no Ro
   t.ok(keys.indexOf('data-key="app"') < keys.indexOf('data-key="app.rotated-abc"'), 'sorted by label: the leftover after its successor')
   t.match(projectPage(viewer, summary), /this project is on standard/, 'the page says which plan refused')
   t.match(projectPage(viewer, summary), /Granted<\/dt><dd>50</)
+  // Browsers compile `pattern` with the v flag: an invalid one is ignored (with a console error), so the rule would not hold.
+  const { newProjectCard } = await import('../../../core/dashboard/operator-forms.ts')
+  const { accountsPage } = await import('../../../core/dashboard/accounts-page.ts')
+  const forms = [projectPage(viewer, summary), signInPage(), newProjectCard().text, accountsPage(viewer, [], ['acme'])].join('')
+  const patterns = [...forms.matchAll(/pattern="([^"]*)"/g)].map((m) => m[1]!.replaceAll('&amp;', '&'))
+  t.ok(patterns.length > 0)
+  for (const pattern of patterns) t.doesNotThrow(() => new RegExp(`^(?:${pattern})$`, 'v'), `pattern ${pattern} is valid with the v flag`)
 })
