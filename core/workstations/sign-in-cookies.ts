@@ -1,6 +1,7 @@
 /**
  * Pieces of the workstation sign-in (public-routes.ts): the cookies that bind a sign-in or a link
- * to the browser that started it, the sign-in start rate limit, and the page a link ends on.
+ * to the browser that started it, the sign-in start rate limit, the page a link ends on, and the
+ * refusals of the public routes (JSON, or a page for a person's browser).
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
@@ -80,4 +81,32 @@ export function linkedPage(res: ServerResponse): void {
       <button type="submit" class="primary">Open its workstation</button>
     </form>
     <p class="muted small">Or go back to the dashboard tab you started from. You can close this tab.</p></section>`, PUBLIC_ASSETS))
+}
+
+/** A person's browser opening the URL (a tab, a link), not a script: it gets a page rather than JSON. */
+function navigation(req: IncomingMessage | undefined): boolean {
+  const mode = req?.headers['sec-fetch-mode']
+  const accept = req?.headers.accept ?? ''
+  return mode === 'navigate' || (mode === undefined && /text\/html/.test(accept) && !/json/.test(accept))
+}
+
+const TITLES: Record<number, string> = { 400: 'Request refused', 401: 'Sign in required', 403: 'Not allowed', 404: 'Not found', 409: 'Not possible now', 429: 'Too many attempts' }
+
+/**
+ * A refusal of the public workstation routes: `{"error":{code,message}}` for scripts and clients,
+ * and for a browser tab the same words on a page styled like the dashboard, with the stable code and
+ * the next step (the project's Workstation card, or trying the same address again).
+ */
+export function sendRefusal(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  const req = res.req as IncomingMessage | undefined
+  if (!navigation(req)) {
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers })
+    return void res.end(JSON.stringify({ error: { code, message } }))
+  }
+  const title = status >= 500 ? 'Something went wrong' : (TITLES[status] ?? 'Request refused')
+  const again = req?.method === 'GET' && req.url?.startsWith(PREFIX) ? html` or <a href="${req.url}">try this address again</a>` : ''
+  res.writeHead(status, { ...headers, 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': STANDALONE_POLICY, 'x-content-type-options': 'nosniff' })
+  res.end(standalonePage(title, html`<section class="card signin"><h1>${title}</h1>
+    <p>${message.charAt(0).toUpperCase()}${message.slice(1)} <span class="muted">(${status} <code>${code}</code>)</span>.</p>
+    <p>Next: open the project's page in the tollgate dashboard, whose Workstation card shows its state and starts, links or opens it${again}.</p></section>`, PUBLIC_ASSETS))
 }

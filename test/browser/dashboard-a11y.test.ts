@@ -21,7 +21,7 @@ import { startTestUpstream } from '../helpers/upstream.ts'
 import { createServer } from 'node:http'
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
-import { linkedPage, publicAsset } from '../../core/workstations/sign-in-cookies.ts'
+import { linkedPage, publicAsset, sendRefusal } from '../../core/workstations/sign-in-cookies.ts'
 import { ProcessDriver } from '../../core/workstations/process-driver.ts'
 import { tempDir } from '../helpers/temp.ts'
 import { killAllUnder, relayToTarget } from '../helpers/terminal-servers.ts'
@@ -163,7 +163,7 @@ t.test('every dashboard page: axe finds no serious or critical violation, no sid
 
 /**
  * The pages outside the dashboard a person meets: the workstation terminal (a real terminal server
- * started by the process driver, relayed to a port) and the "Identity linked" page with the
+ * started by the process driver, relayed to a port), a workstation tab's refusal as a page, and the "Identity linked" page with the
  * stylesheet the public listener serves (a server answering with the public routes' own functions).
  * Same rules: no serious or critical axe finding, no sideways scroll, no CSP violation.
  */
@@ -175,7 +175,9 @@ t.test('terminal and Identity linked pages: axe, phone width, stylesheet under t
   const linked = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname
     if (path === '/workstations/_auth/linked') return linkedPage(res)
-    if (!publicAsset(res, path)) res.writeHead(404).end()
+    if (publicAsset(res, path)) return
+    // What a workstation tab shows when the workstation is not running (a refusal, as a page).
+    sendRefusal(res, 409, 'workstation_not_running', 'the workstation of acme is stopped: start it first')
   }).listen(0, '127.0.0.1')
   await once(linked, 'listening')
   t.teardown(() => linked.close())
@@ -201,7 +203,7 @@ t.test('terminal and Identity linked pages: axe, phone width, stylesheet under t
     const page = await context.newPage()
     const violations: string[] = []
     page.on('console', (m) => { if (/Content Security Policy|Refused to/.test(m.text())) violations.push(m.text()) })
-    const pages: [string, string][] = [['workstation terminal', `${relay.url}/`], ['Identity linked', linkedUrl]]
+    const pages: [string, string][] = [['workstation terminal', `${relay.url}/`], ['workstation refusal', linkedUrl.replace('_auth/linked', 'acme/')], ['Identity linked', linkedUrl]]
     for (const [name, url] of pages) {
       await page.goto(url)
       if (name === 'workstation terminal') await page.waitForFunction(() => (globalThis as any).workstationSocket?.readyState === 1, undefined, { timeout: 30_000 })
