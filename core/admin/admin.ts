@@ -58,7 +58,7 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   // A person's browser opening an API URL (a link, an expired session) gets a page with a next
   // step; scripts and clients keep the JSON.
   const error = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error
-  if (status >= 400 && error && res.req?.headers['sec-fetch-mode'] === 'navigate') {
+  if (status >= 400 && error && browserTab(res.req)) {
     res.writeHead(status, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': CONTENT_SECURITY_POLICY, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' })
     res.end(errorPage(status, String(error.code ?? ''), String(error.message ?? '')))
     return
@@ -66,6 +66,13 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   const text = typeof body === 'string' ? body : JSON.stringify(body, null, 2)
   res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8', ...headers })
   res.end(text)
+}
+
+/** A person's browser opening the URL: navigation, or (a browser without Fetch Metadata) asking for HTML and not JSON. */
+function browserTab(req: IncomingMessage | undefined): boolean {
+  const mode = req?.headers['sec-fetch-mode']
+  const accept = req?.headers.accept ?? ''
+  return mode === 'navigate' || (mode === undefined && /text\/html/.test(accept) && !/json/.test(accept))
 }
 
 function authorised(req: IncomingMessage, tokenHash: string | undefined): boolean {
