@@ -2,9 +2,12 @@
  * Upstream pool figures (non-asserting; prints a table). One run:
  *
  * 1. Slow tail: two mirror stand-ins, one (`a`) with 5% of its answers held 500 ms (status front,
- *    test/helpers/status-front.ts). The same pool with and without hedged reads (p95 of recent
- *    head latency, floor 25 ms), rounds interleaved. Goals: client p99 with hedging ≥ 5× lower;
- *    extra upstream requests (hits at both fronts over client requests) ≤ 10%.
+ *    test/helpers/status-front.ts). Three pools of the same two targets, rounds interleaved:
+ *    `round-robin` (balance: round-robin, no hedging: what nginx or one upstream URL per node
+ *    does; the "without"), `least-loaded` (the default choice, no hedging) and `hedged` (the
+ *    default choice + hedged reads after the p95 of recent head latency, floor --hedge-floor ms).
+ *    Goals: client p99 with hedging ≥ 5× lower than without; extra upstream requests (hits at
+ *    both fronts over client requests) ≤ 10%.
  * 2. Failover: one of two targets killed (its TCP relay stops listening and resets its
  *    connections) under closed-loop load. Goals: 0 client errors; traffic moved within 1 s (the
  *    last attempt at the dead target before it leaves the choice, from the target's request
@@ -13,7 +16,7 @@
  *    `node --import tsx bench/revision-bench.ts --baseline main --chain typical` (the single-URL form
  *    is a pool of one in the working tree; the baseline is the code before pools).
  *
- * Usage: node --import tsx bench/upstream-pool-bench.ts [--duration 5] [--rounds 2] [--connections 16]
+ * Usage: node --import tsx bench/upstream-pool-bench.ts [--duration 5] [--rounds 2] [--connections 16] [--hedge-floor 25] [--skip-failover]
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -27,7 +30,7 @@ import { startFaultProxy } from '../test/reliability/harness/fault-proxy.ts'
 import { freePort, killAllSync, startPinned, stopAll, waitForHttp } from './lib/processes.ts'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
-const { values } = parseArgs({ options: { duration: { type: 'string', default: '5' }, rounds: { type: 'string', default: '2' }, connections: { type: 'string', default: '16' } } })
+const { values } = parseArgs({ options: { duration: { type: 'string', default: '5' }, rounds: { type: 'string', default: '2' }, connections: { type: 'string', default: '16' }, 'hedge-floor': { type: 'string', default: '25' }, 'skip-failover': { type: 'boolean', default: false }, pools: { type: 'string', default: 'round-robin,least-loaded,hedged' } } })
 const seconds = Number(values.duration)
 const rounds = Number(values.rounds)
 const connections = Number(values.connections)
@@ -88,11 +91,13 @@ store: { dataDir: ./data }
 log: { level: warn, access: false }
 watch: false
 upstreams:
-  plain: { targets: ${targets(fronts.map((f) => f.url))} }
-  hedged: { targets: ${targets(fronts.map((f) => f.url))}, hedge: { percentile: 95, afterMs: 25 } }
+${values.pools.includes('round-robin') ? `  round-robin: { targets: ${targets(fronts.map((f) => f.url))}, balance: round-robin }` : ''}
+  least-loaded: { targets: ${targets(fronts.map((f) => f.url))} }
+  hedged: { targets: ${targets(fronts.map((f) => f.url))}, hedge: { percentile: 95, afterMs: ${Number(values['hedge-floor'])} } }
   failover: { targets: ${targets(proxies.map((p) => p.url))}, timeouts: { connectMs: 500 } }
 routes:
-  - { name: plain, path: '/plain/*rest', rewrite: '/*rest', upstream: plain }
+${values.pools.includes('round-robin') ? `  - { name: round-robin, path: '/round-robin/*rest', rewrite: '/*rest', upstream: round-robin }` : ''}
+  - { name: least-loaded, path: '/least-loaded/*rest', rewrite: '/*rest', upstream: least-loaded }
   - { name: hedged, path: '/hedged/*rest', rewrite: '/*rest', upstream: hedged }
   - { name: failover, path: '/failover/*rest', rewrite: '/*rest', upstream: failover }
 `
@@ -103,38 +108,40 @@ routes:
   const adminUrl = `http://127.0.0.1:${adminPort}`
   const agent = new Agent({ connections, pipelining: 1 })
   try {
-    await waitForHttp(`${base}/plain${PATH}`, gateway, 200, 60_000)
+    await waitForHttp(`${base}/least-loaded${PATH}`, gateway, 200, 60_000)
+    const pools = values.pools.split(',')
     // Warm-up (and the hedged pool's latency window).
-    await load(`${base}/plain${PATH}`, 2000, agent)
-    await load(`${base}/hedged${PATH}`, 2000, agent)
-    const results: Record<string, { latencies: number[]; requests: number; hits: number; failures: number }> = {
-      plain: { latencies: [], requests: 0, hits: 0, failures: 0 },
-      hedged: { latencies: [], requests: 0, hits: 0, failures: 0 },
-    }
+    for (const name of pools) await load(`${base}/${name}${PATH}`, 2000, agent)
+    const results: Record<string, { latencies: number[]; requests: number; hits: number; hitsA: number; failures: number }> = {}
+    for (const name of pools) results[name] = { latencies: [], requests: 0, hits: 0, hitsA: 0, failures: 0 }
     for (let r = 0; r < rounds; r++) {
-      for (const name of r % 2 ? ['hedged', 'plain'] : ['plain', 'hedged']) {
+      // Rotated each round so no pool always runs first or last.
+      for (const name of pools.slice(r % 3).concat(pools.slice(0, r % 3))) {
         const hitsBefore = fronts[0].hits + fronts[1].hits
+        const hitsABefore = fronts[0].hits
         const run = await load(`${base}/${name}${PATH}`, seconds * 1000, agent)
         const target = results[name]
         target.latencies.push(...run.latencies)
         target.requests += run.requests
         target.failures += run.failures
         target.hits += fronts[0].hits + fronts[1].hits - hitsBefore
+        target.hitsA += fronts[0].hits - hitsABefore
         log(`round ${r + 1} ${name}: ${run.requests} requests`)
       }
     }
     const row = (name: string) => {
       const r = results[name]
       const sorted = r.latencies.sort((a, b) => a - b)
-      return { name, requests: r.requests, p50: percentile(sorted, 50), p99: percentile(sorted, 99), extra: (r.hits - r.requests) / r.requests, failures: r.failures }
+      return { name, requests: r.requests, p50: percentile(sorted, 50), p99: percentile(sorted, 99), extra: (r.hits - r.requests) / r.requests, shareA: r.hitsA / r.hits, failures: r.failures }
     }
-    const plain = row('plain')
-    const hedged = row('hedged')
-    console.log(`## Slow tail: 5% of target a's answers at 500 ms (${rounds} rounds × ${seconds} s per pool, ${connections} connections)\n`)
-    console.log('| pool | requests | p50 ms | p99 ms | extra upstream requests | client errors |')
-    console.log('|---|---:|---:|---:|---:|---:|')
-    for (const r of [plain, hedged]) console.log(`| ${r.name} | ${r.requests} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${(r.extra * 100).toFixed(1)}% | ${r.failures} |`)
-    console.log(`\np99 without / with hedging: ${(plain.p99 / hedged.p99).toFixed(1)}× (goal ≥ 5×); extra upstream requests with hedging: ${(hedged.extra * 100).toFixed(1)}% (goal ≤ 10%)\n`)
+    const rows = pools.map(row)
+    const [rr, ll, hedged] = ['round-robin', 'least-loaded', 'hedged'].map((name) => rows.find((r) => r.name === name) ?? rows[0])
+    console.log(`## Slow tail: 5% of target a's answers at 500 ms (${rounds} rounds × ${seconds} s per pool, ${connections} connections, hedge floor ${values['hedge-floor']} ms)\n`)
+    console.log('| pool | requests | p50 ms | p99 ms | extra upstream requests | share of attempts at a (slow) | client errors |')
+    console.log('|---|---:|---:|---:|---:|---:|---:|')
+    for (const r of rows) console.log(`| ${r.name} | ${r.requests} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${(r.extra * 100).toFixed(1)}% | ${(r.shareA * 100).toFixed(1)}% | ${r.failures} |`)
+    console.log(`\np99 round-robin / hedged: ${(rr.p99 / hedged.p99).toFixed(1)}× (goal ≥ 5×); least-loaded / hedged: ${(ll.p99 / hedged.p99).toFixed(1)}×; extra upstream requests with hedging: ${(hedged.extra * 100).toFixed(1)}% (goal ≤ 10%)\n`)
+    if (values['skip-failover']) return
 
     // 2. Failover.
     await load(`${base}/failover${PATH}`, 1000, agent)

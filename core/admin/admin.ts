@@ -38,7 +38,7 @@ export interface AdminDeps {
   /** More API routes (core/workstations), given the caller; undefined for other paths. */
   extraRoutes?(req: IncomingMessage, url: URL, principal: AdminPrincipal): Promise<{ status: number; body: unknown; headers?: Record<string, string> } | undefined>
   /** More core admin routes (low-balance alerts...), given the caller; tried in order after the settings routes. */
-  coreRoutes?: ((req: IncomingMessage, url: URL, principal: AdminPrincipal) => Promise<{ status?: number; body: unknown } | undefined>)[]
+  coreRoutes?: ((req: IncomingMessage, url: URL, principal: AdminPrincipal) => Promise<{ status?: number; body: unknown; headers?: Record<string, string> } | undefined>)[]
   /** The dashboard (core/dashboard): pages and assets under /dashboard, with their own sign-in; true when it answered. */
   dashboard?(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean>
 }
@@ -58,7 +58,7 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   // A person's browser opening an API URL (a link, an expired session) gets a page with a next
   // step; scripts and clients keep the JSON.
   const error = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error
-  if (status >= 400 && error && res.req?.headers['sec-fetch-mode'] === 'navigate') {
+  if (status >= 400 && error && browserTab(res.req)) {
     res.writeHead(status, { ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': CONTENT_SECURITY_POLICY, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' })
     res.end(errorPage(status, String(error.code ?? ''), String(error.message ?? '')))
     return
@@ -66,6 +66,13 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   const text = typeof body === 'string' ? body : JSON.stringify(body, null, 2)
   res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8', ...headers })
   res.end(text)
+}
+
+/** A person's browser opening the URL: navigation, or (a browser without Fetch Metadata) asking for HTML and not JSON. */
+function browserTab(req: IncomingMessage | undefined): boolean {
+  const mode = req?.headers['sec-fetch-mode']
+  const accept = req?.headers.accept ?? ''
+  return mode === 'navigate' || (mode === undefined && /text\/html/.test(accept) && !/json/.test(accept))
 }
 
 function authorised(req: IncomingMessage, tokenHash: string | undefined): boolean {
@@ -116,7 +123,7 @@ async function handle(deps: AdminDeps, req: IncomingMessage, res: ServerResponse
   if (settingsAnswer) return send(res, settingsAnswer.status ?? 200, settingsAnswer.body)
   for (const routes of deps.coreRoutes ?? []) {
     const answer = await routes(req, url, principal)
-    if (answer) return send(res, answer.status ?? 200, answer.body)
+    if (answer) return send(res, answer.status ?? 200, answer.body, answer.headers)
   }
   const extraAnswer = await deps.extraRoutes?.(req, url, principal)
   if (extraAnswer) return send(res, extraAnswer.status, extraAnswer.body, extraAnswer.headers)

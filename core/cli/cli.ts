@@ -91,6 +91,13 @@ interface Command {
 
 const configOf = (parsed: Parsed) => (parsed.values.config as string | undefined) ?? 'gateway.yaml'
 
+/** One command per subcommand of a group (`user add`, `receipt verify`...), all run by `run`. */
+function commandGroup<Sub extends string>(group: string, specs: Record<Sub, CommandSpec>, run: (sub: Sub, parsed: Parsed) => Promise<number>): Record<string, Command> {
+  const commands: Record<string, Command> = {}
+  for (const sub of Object.keys(specs) as Sub[]) commands[`${group} ${sub}`] = { spec: specs[sub], run: (parsed) => run(sub, parsed) }
+  return commands
+}
+
 const COMMANDS: Record<string, Command> = {
   start: {
     spec: {
@@ -159,30 +166,14 @@ const COMMANDS: Record<string, Command> = {
       return usageCommand(configOf(parsed), parsed.values)
     },
   },
-  ...Object.fromEntries(
-    Object.entries(USER_SPECS).map(([sub, spec]) => [
-      `user ${sub}`,
-      {
-        spec,
-        async run(parsed: Parsed) {
-          const { userCommand } = await import('./user-cli.ts')
-          return userCommand(configOf(parsed), sub as keyof typeof USER_SPECS, parsed.values)
-        },
-      },
-    ]),
-  ),
-  ...Object.fromEntries(
-    Object.entries(RECEIPT_SPECS).map(([sub, spec]) => [
-      `receipt ${sub}`,
-      {
-        spec,
-        async run(parsed: Parsed) {
-          const { receiptCommand } = await import('./receipt-cli.ts')
-          return receiptCommand(sub as keyof typeof RECEIPT_SPECS, parsed)
-        },
-      },
-    ]),
-  ),
+  ...commandGroup('user', USER_SPECS, async (sub, parsed) => {
+    const { userCommand } = await import('./user-cli.ts')
+    return userCommand(configOf(parsed), sub, parsed.values)
+  }),
+  ...commandGroup('receipt', RECEIPT_SPECS, async (sub, parsed) => {
+    const { receiptCommand } = await import('./receipt-cli.ts')
+    return receiptCommand(sub, parsed)
+  }),
 }
 
 function help(): string {

@@ -134,6 +134,9 @@ function upstreamsOf(source: ConfigSource, raw: Record<string, RawUpstream>): Re
       if (names.has(label)) source.issue(['upstreams', name, 'targets', i, 'name'], `duplicate target name "${label}"`)
       names.add(label)
     })
+    if (upstream.preferZone !== undefined && !upstream.targets?.some((t) => t.zone === upstream.preferZone)) {
+      source.issue(['upstreams', name, 'preferZone'], `no target has zone "${upstream.preferZone}"`)
+    }
     const health = upstream.health
     if (health?.baseEjectionMs !== undefined && health.maxEjectionMs !== undefined && health.maxEjectionMs < health.baseEjectionMs) {
       source.issue(['upstreams', name, 'health', 'maxEjectionMs'], 'must be at least baseEjectionMs')

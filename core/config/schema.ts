@@ -5,6 +5,7 @@
 import type { JsonSchema, PluginDefinition } from '../proxy/plugin.ts'
 import { projectSchema } from './projects-schema.ts'
 import { storeSchema } from './store-schema.ts'
+import { upstreamSchema } from './upstream-schema.ts'
 import { workstationsSchema } from './workstations-schema.ts'
 
 const listen = (port: number, what: string): JsonSchema => ({
@@ -27,97 +28,6 @@ const pluginEntry: JsonSchema = {
     name: { type: 'string', description: 'Plugin name (a folder under plugins/ or a custom plugin).' },
     config: { type: 'object', description: "The plugin's config; see `tollgate schema` for each plugin's fields." },
     enabled: { type: 'boolean', default: true, description: 'Set false to keep the entry but skip it.' },
-  },
-}
-
-const upstreamTarget: JsonSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['url'],
-  description: 'One server of an upstream pool.',
-  properties: {
-    url: { type: 'string', pattern: '^https?://', description: 'Base URL; its path (if any) prefixes every forwarded path.' },
-    name: {
-      type: 'string',
-      pattern: '^[A-Za-z0-9_.-]{1,64}$',
-      description: 'Label of this target in metrics, logs and the dashboard (default: its index). Never the URL, which may hold credentials.',
-    },
-    weight: { type: 'number', exclusiveMinimum: 0, maximum: 1000, default: 1, description: 'Relative share of the traffic among healthy targets.' },
-    zone: { type: 'string', maxLength: 64, description: 'Placement label (e.g. a region), shown in metrics.' },
-  },
-}
-
-const upstream: JsonSchema = {
-  type: 'object',
-  additionalProperties: false,
-  description: 'A named upstream: one URL, or a pool of targets with health, retries, hedging and breakers (core/proxy/upstream/README.md).',
-  properties: {
-    url: { type: 'string', pattern: '^https?://', description: 'Base URL of a single-target upstream; its path (if any) prefixes every forwarded path. Exclusive with targets.' },
-    targets: { type: 'array', minItems: 1, maxItems: 64, items: upstreamTarget, description: 'The servers of a pool; the least-loaded healthy one takes each request. Exclusive with url.' },
-    connections: { type: 'integer', minimum: 1, maximum: 1024, default: 64, description: 'Max sockets per target.' },
-    keepAliveTimeoutMs: { type: 'integer', minimum: 1, default: 4000, description: 'Idle time before a pooled socket closes.' },
-    timeouts: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      description: 'Upstream timeouts; a timeout answers 504 upstream_timeout.',
-      properties: {
-        connectMs: { type: 'integer', minimum: 1, default: 5000, description: 'TCP connect timeout.' },
-        headersMs: { type: 'integer', minimum: 1, default: 30000, description: 'Time to the response headers.' },
-        bodyMs: { type: 'integer', minimum: 1, default: 30000, description: 'Max idle time between body chunks.' },
-      },
-    },
-    health: {
-      type: 'object',
-      additionalProperties: false,
-      description: 'Passive outlier ejection (always on) and an optional active probe per target.',
-      properties: {
-        consecutiveFailures: { type: 'integer', minimum: 1, maximum: 1000, description: 'Consecutive failures (transport error or 5xx) that eject a target. Default 5.' },
-        baseEjectionMs: { type: 'integer', minimum: 10, maximum: 600000, description: 'First ejection time; it doubles for each ejection in a row. After it one request probes the target (half-open). Default 1000.' },
-        maxEjectionMs: { type: 'integer', minimum: 10, maximum: 3600000, description: 'Longest ejection. Default 30000.' },
-        probe: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['path'],
-          description: 'Active health check: a GET to each target; a 2xx is healthy.',
-          properties: {
-            path: { type: 'string', pattern: '^/', description: 'Path probed, after the target URL path.' },
-            intervalMs: { type: 'integer', minimum: 100, maximum: 3600000, description: 'Time between probes of one target. Default 5000.' },
-            timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, description: 'A probe slower than this fails. Default 1000.' },
-            unhealthyAfter: { type: 'integer', minimum: 1, maximum: 100, description: 'Failed probes in a row that take the target out (one success brings it back). Default 2.' },
-          },
-        },
-      },
-    },
-    retry: {
-      type: 'object',
-      additionalProperties: false,
-      description: 'Retries of requests that are safe to send again (GET/HEAD, routes marked idempotent, read-only calls of plugins); never of writes.',
-      properties: {
-        maxRetries: { type: 'integer', minimum: 0, maximum: 5, description: 'Extra attempts after the first. Default 1 for a pool of several targets, 0 for a single URL.' },
-        budgetPercent: { type: 'number', minimum: 0, maximum: 100, description: 'Retries and hedges together may add at most this percentage over the requests of the last 10 s (Envoy-style retry budget). Default 20.' },
-        minPerWindow: { type: 'integer', minimum: 0, maximum: 100000, description: 'Extra attempts allowed per 10 s whatever the base rate, so a quiet upstream still fails over. Default 10.' },
-      },
-    },
-    hedge: {
-      type: 'object',
-      additionalProperties: false,
-      description: 'Hedged reads: a safe request without an answer head after a threshold is also sent to another target; the first head wins, the other is cancelled. Off by default; counts against the retry budget.',
-      properties: {
-        afterMs: { type: 'integer', minimum: 0, maximum: 600000, description: 'Fixed threshold in ms (0 = off unless percentile is set; with a percentile, the floor).' },
-        percentile: { type: 'number', minimum: 0, maximum: 99.9, description: 'Threshold as this percentile of the upstream head latency of the last 1,000 requests (0 = off).' },
-      },
-    },
-    breaker: {
-      type: 'object',
-      additionalProperties: false,
-      description: 'Circuit breakers and back-off per target.',
-      properties: {
-        maxConcurrent: { type: 'integer', minimum: 0, maximum: 100000, description: 'Requests in flight per target before new ones go to another target (0 = no limit).' },
-        maxPending: { type: 'integer', minimum: 0, maximum: 1000000, description: 'Requests queued while every target is at maxConcurrent; past it the answer is 503 upstream_overloaded. Default 1024.' },
-        recoverMs: { type: 'integer', minimum: 0, maximum: 3600000, description: 'After a 429 (with Retry-After, for that long no request goes to the target while another can take it), the time over which its share climbs back to full. Default 10000.' },
-      },
-    },
   },
 }
 
@@ -342,7 +252,7 @@ export const coreSchema: JsonSchema = {
     },
     projectsFile: { type: 'string', description: 'YAML file with a `projects` list, relative to gateway.yaml.' },
     projects: { type: 'array', items: projectSchema, default: [], description: 'Projects and their hashed credentials.' },
-    upstreams: { type: 'object', additionalProperties: upstream, default: {}, description: 'Named upstreams.' },
+    upstreams: { type: 'object', additionalProperties: upstreamSchema, default: {}, description: 'Named upstreams.' },
     customPlugins: {
       type: 'array',
       default: [],

@@ -33,14 +33,14 @@ import {
   alertsPage,
   keysFragment,
   messagePage,
-  operatorFragment,
-  operatorPage,
   projectFragment,
   projectPage,
   projectsFragment,
   projectsPage,
   signInPage,
 } from './pages.ts'
+import { operatorFragment, operatorPage } from './operator-page.ts'
+import { UNATTRIBUTED } from './traffic.ts'
 
 export type { DashboardViewer } from './layout.ts'
 
@@ -125,6 +125,8 @@ export function dashboard(deps: DashboardDeps) {
     const lists = await Promise.all(projects.map((p) => deps.alerts.list(p.id, 50)))
     return lists.flat().sort((a, b) => (a.firedAt < b.firedAt ? 1 : a.firedAt > b.firedAt ? -1 : 0)).slice(0, 100)
   }
+  // Refusals of keys no project has (operators only: the operator view).
+  const unattributed = () => deps.traffic?.read(UNATTRIBUTED)
 
   return async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> => {
     const path = url.pathname.replace(/\/+$/, '') || '/'
@@ -168,7 +170,7 @@ export function dashboard(deps: DashboardDeps) {
     }
     if (path === '/dashboard/operator') {
       if (!session.operator) sendHtml(res, 403, messagePage(session, 'Operators only', 'The operator view is for operator accounts.'))
-      else sendHtml(res, 200, operatorPage(session, await summaries(mine), await alertsOf(mine), deps.upstreams ? upstreamsSection(deps.upstreams()) : undefined))
+      else sendHtml(res, 200, operatorPage(session, await summaries(mine), await alertsOf(mine), await unattributed(), deps.upstreams ? upstreamsSection(deps.upstreams()) : undefined))
       return true
     }
     if (path === '/dashboard/accounts') {
@@ -183,7 +185,7 @@ export function dashboard(deps: DashboardDeps) {
     }
     if (fragment) {
       if (second === 'projects' && third === undefined) return sendHtml(res, 200, projectsFragment(await summaries(mine)).text), true
-      if (second === 'operator' && session.operator) return sendHtml(res, 200, operatorFragment(await summaries(mine), await alertsOf(mine)).text), true
+      if (second === 'operator' && session.operator) return sendHtml(res, 200, operatorFragment(await summaries(mine), await alertsOf(mine), await unattributed()).text), true
       if (second === 'upstreams' && session.operator && deps.upstreams) return sendHtml(res, 200, upstreamsFragment(deps.upstreams()).text), true
       if (second === 'accounts' && third === undefined) {
         if (!session.operator) return navigation(req) ? sendHtml(res, 403, messagePage(session, 'Operators only', OPERATOR_ONLY_TEXT)) : sendJson(res, 403, { error: OPERATOR_ONLY }), true

@@ -43,6 +43,32 @@ const confirmDialog = html`<dialog id="confirm-dialog" aria-labelledby="confirm-
   </form>
 </dialog>`
 
+/** The policy of a {@link standalonePage}: its stylesheet and icon from the same origin, a GET form, nothing else. */
+export const STANDALONE_POLICY = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+/**
+ * A page served outside the dashboard (the public listener's "Identity linked"): the dashboard's
+ * stylesheet and icon from `assetBase` (that listener serves them there), `lang`, the skip link and
+ * `main`, but no script, no navigation and no session.
+ */
+export function standalonePage(title: string, body: SafeHtml, assetBase: string): string {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · tollgate</title>
+<link rel="icon" href="${assetBase}/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="${assetBase}/app.css">
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top"><span class="brand"><span class="logo" aria-hidden="true">◆</span> tollgate</span></header>
+<main id="main" tabindex="-1">${body}</main>
+</body>
+</html>`.text
+}
+
 /** A whole page: `body` in the shared frame; `active` marks the navigation entry, `chart` loads uPlot. */
 export function layout(title: string, viewer: DashboardViewer | undefined, body: SafeHtml, options: { active?: string; chart?: boolean } = {}): string {
   const link = (name: string, label: string) =>

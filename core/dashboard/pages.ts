@@ -11,14 +11,10 @@ export { when } from './html.ts'
 import { layout, REFRESH_MS, type DashboardViewer } from './layout.ts'
 import { MAX_PASSWORD_LENGTH } from '../accounts/password.ts'
 import { newProjectCard, projectSettingsCard, type AlertThresholdsView } from './operator-forms.ts'
-
-const FEATURES: { key: 'proveBatch' | 'sponsoredWallet' | 'relayToConfidentialSpace' | 'tee' | 'workstation'; label: string; help: string; operatorOnly: boolean }[] = [
-  { key: 'proveBatch', label: 'ZK Prove Batch', help: 'Batched proofs on /prove-batch', operatorOnly: false },
-  { key: 'sponsoredWallet', label: 'Sponsored Wallet', help: 'Honour the sponsored request header', operatorOnly: false },
-  { key: 'relayToConfidentialSpace', label: 'Relay to Confidential Space', help: 'Relay proof jobs to the confidential space', operatorOnly: true },
-  { key: 'tee', label: 'TEE proving', help: 'tee_enabled requests go to the TEE pool', operatorOnly: true },
-  { key: 'workstation', label: 'Cloud workstation', help: 'A personal workstation for this project (reload to see its card)', operatorOnly: true },
-]
+import { FEATURES, featureBadges, meter, refusalReason, scroller } from './parts.ts'
+export { refusalReason } from './parts.ts'
+export { alertsList } from './parts.ts'
+import { alertsList } from './parts.ts'
 
 /** The sign-in form; the island posts it to the session endpoint. */
 export function signInPage(): string {
@@ -38,12 +34,6 @@ export function signInPage(): string {
   )
 }
 
-function meter(percent: number, label: string): SafeHtml {
-  const level = percent <= 10 ? 'low' : percent <= 30 ? 'warn' : 'ok'
-  // A <meter> styles itself without inline style attributes (CSP: no 'unsafe-inline').
-  return html`<meter class="meter ${level}" min="0" max="100" low="10.01" high="30.01" optimum="100" value="${percent.toFixed(1)}" aria-label="${label}: ${percent.toFixed(0)}% left">${percent.toFixed(0)}%</meter>`
-}
-
 /** What a balance is made of, in the ledger's terms. */
 function creditsBreakdown(balance: BalanceView): SafeHtml {
   return html`<dl class="ledger-terms small">
@@ -53,11 +43,6 @@ function creditsBreakdown(balance: BalanceView): SafeHtml {
     ${balance.pending !== undefined ? html`<div><dt>Pending</dt><dd>${formatNumber(balance.pending)}</dd></div>` : ''}
     <div><dt>Left</dt><dd>${formatNumber(balance.remaining)}</dd></div>
   </dl>`
-}
-
-function featureBadges(summary: ProjectSummary): SafeHtml {
-  const on = FEATURES.filter((f) => summary.project.features[f.key])
-  return on.length ? html`${on.map((f) => html`<span class="chip on">${f.label}</span>`)}` : html`<span class="muted small">no ZK features</span>`
 }
 
 function projectCard(summary: ProjectSummary): SafeHtml {
@@ -107,37 +92,6 @@ function statusBreakdown(summary: ProjectSummary): SafeHtml {
   })}</ul>`
 }
 
-/** What a refusal means for this project, in words (the stable code stays beside it). */
-export function refusalReason(answer: string, project: ProjectSummary['project']): string {
-  const [status, code] = answer.split(' ')
-  switch (code) {
-    case 'wrong_scope':
-      return `The route needs a scope this project lacks (its scopes: ${[...project.scopes].join(', ') || 'none'}).`
-    case 'wrong_plan':
-      return `The route is for another plan (this project is on ${project.plan}).`
-    case 'feature_disabled':
-      return 'A feature the route needs is off for this project (see Features).'
-    case 'credits_exhausted':
-      return 'No credits left this period: top up or raise the allocation.'
-    case 'rate_limited':
-      return 'Over the rate limit of the route or the plan.'
-    case 'forbidden':
-      return 'Refused by the route’s access rules.'
-    case 'disabled_key':
-      return 'The key is disabled (see Keys): enable it, or use another.'
-    case 'expired_key':
-      return 'The key has expired (see Keys): give the client a new key.'
-    case 'missing_api_key':
-    case 'invalid_api_key':
-      return 'No usable key: missing, unknown, disabled or expired.'
-  }
-  if (status === '401') return 'The credential was refused.'
-  if (status === '402') return 'Payment or credits required.'
-  if (status === '403') return 'Not allowed for this project or key.'
-  if (status === '429') return 'Too many requests.'
-  return ''
-}
-
 /** Answers of the last 24 h by status and refusal code, the refusals explained. */
 function answersTable(summary: ProjectSummary): SafeHtml {
   const { answers } = summary.traffic
@@ -146,11 +100,6 @@ function answersTable(summary: ProjectSummary): SafeHtml {
     <thead><tr><th>Answer</th><th>Why</th><th class="r">Count</th></tr></thead>
     <tbody>${answers.map((a) => html`<tr data-answer="${a.answer}" class="${a.refusal ? 'refusal' : ''}"><td><code>${a.answer}</code>${a.refusal ? html` <span class="chip off">refused</span>` : ''}</td>
       <td class="small">${a.refusal ? refusalReason(a.answer, summary.project) : ''}</td><td class="r">${formatNumber(a.count)}</td></tr>`)}</tbody></table>`)
-}
-
-/** A table that scrolls inside its card on a narrow screen (the page itself never scrolls sideways). */
-function scroller(label: string, table: SafeHtml): SafeHtml {
-  return html`<div class="table-wrap" role="region" aria-label="${label}" tabindex="0">${table}</div>`
 }
 
 function routesTable(routes: readonly RouteStat[]): SafeHtml {
@@ -209,21 +158,6 @@ function featureToggles(summary: ProjectSummary, viewer: DashboardViewer): SafeH
       <button type="button" class="switch ${on ? 'on' : ''}" role="switch" aria-checked="${on ? 'true' : 'false'}" aria-labelledby="feature-${f.key}" data-action="toggle-feature"
         data-feature="${f.key}" data-label="${f.label}" data-next="${on ? 'false' : 'true'}" ${locked ? 'disabled' : ''}><span></span><em>${on ? 'On' : 'Off'}</em></button></li>`
   })}</ul>`
-}
-
-/** Alert rows (project page, alerts page and operator view); every delivery attempt is readable without hovering. */
-export function alertsList(alerts: readonly AlertRecord[], withProject: boolean): SafeHtml {
-  if (alerts.length === 0) return html`<p class="muted">No low-balance alerts.</p>`
-  return scroller('Low-balance alerts', html`<table class="table alerts">
-    <thead><tr><th>Fired</th>${withProject ? html`<th>Project</th>` : ''}<th>Threshold</th><th class="r">Left</th><th>Delivery</th><th>Attempts</th></tr></thead>
-    <tbody>${alerts.map((a) => {
-      const threshold = a.threshold.percent !== undefined ? `${a.threshold.percent}% left` : `${formatNumber(a.threshold.remaining ?? 0)} left`
-      const chip = a.state === 'delivered' ? 'on' : a.state === 'failed' ? 'off' : 'warn'
-      return html`<tr><td>${when(a.firedAt)}</td>${withProject ? html`<td><a href="/dashboard/projects/${encodeURIComponent(a.projectId)}">${a.projectId}</a></td>` : ''}
-        <td>${threshold} <span class="muted small">(${a.period})</span></td><td class="r">${formatNumber(a.balance.remaining)}</td>
-        <td><span class="chip ${chip}">${a.state}</span></td>
-        <td><ol class="attempts">${a.attempts.map((t) => html`<li><span class="attempt ${t.error ? 'bad' : 'good'}">${t.status ?? 'no answer'}</span> ${when(t.at)}${t.error ? html` <span class="small">${t.error}</span>` : ''}</li>`)}</ol></td></tr>`
-    })}</tbody></table>`)
 }
 
 /** Everything of a project page that changes by itself (live fragment). */
@@ -304,7 +238,7 @@ export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, wo
       <h2>Keys</h2>
       <div data-live="/dashboard/fragments/projects/${id}/keys">${keysFragment(summary)}</div>
       <form id="create-key" class="inline" data-project="${project.id}" novalidate>
-        <label>New key label <input name="label" required maxlength="64" pattern="[a-zA-Z0-9_.:\-]{1,64}" placeholder="e.g. backend-prod" aria-describedby="label-rule">
+        <label>New key label <input name="label" required maxlength="64" pattern="[a-zA-Z0-9_.:\\-]{1,64}" placeholder="e.g. backend-prod" aria-describedby="label-rule">
           <span class="hint muted small" id="label-rule">1 to 64 letters, digits, _ . : or -</span></label>
         <button type="submit" class="primary">Create key</button>
         <p class="error" role="alert" hidden></p>
@@ -336,46 +270,6 @@ export function projectPage(viewer: DashboardViewer, summary: ProjectSummary, wo
       </div>
     </dialog>`,
     { active: 'projects', chart: true },
-  )
-}
-
-/** One row per project plus totals (live fragment of the operator view). */
-export function operatorFragment(summaries: readonly ProjectSummary[], alerts: readonly AlertRecord[]): SafeHtml {
-  const total = { requests: 0, errors: 0, credits: 0 }
-  for (const s of summaries) {
-    total.requests += s.window.requests
-    total.errors += s.window.errors
-    total.credits += s.window.credits
-  }
-  const low = summaries.filter((s) => s.balance.total > 0 && s.balance.percentLeft <= 20).length
-  return html`<section class="tiles" aria-label="Totals">
-      <div class="card tile"><div class="muted small">Projects</div><div class="big">${summaries.length}</div></div>
-      <div class="card tile"><div class="muted small">Requests · 24 h</div><div class="big">${formatNumber(total.requests)}</div></div>
-      <div class="card tile"><div class="muted small">Errors · 24 h</div><div class="big ${total.errors ? 'bad' : ''}">${formatNumber(total.errors)}</div></div>
-      <div class="card tile"><div class="muted small">Below 20% credits</div><div class="big ${low ? 'bad' : ''}">${low}</div></div>
-    </section>
-    <section class="card"><h2>All projects</h2>
-    ${scroller('All projects', html`<table class="table">
-      <thead><tr><th>Project</th><th>Plan</th><th>Credits left</th><th class="r">Requests 24 h</th><th class="r">Errors</th><th class="r">Refused</th><th class="r">Credits 24 h</th><th>Features</th></tr></thead>
-      <tbody>${summaries.map(
-        (s) => html`<tr><td class="name-cell"><a href="/dashboard/projects/${encodeURIComponent(s.project.id)}" class="clip" title="${s.project.name}">${s.project.name}</a> <span class="muted small clip" title="${s.project.id}">${s.project.id}</span></td>
-          <td>${s.project.plan}</td><td class="meter-cell">${meter(s.balance.percentLeft, `Credits of ${s.project.id}`)} <span class="small">${formatNumber(s.balance.remaining)} / ${formatNumber(s.balance.total)}</span></td>
-          <td class="r">${formatNumber(s.window.requests)}</td><td class="r ${s.window.errors ? 'bad' : ''}">${formatNumber(s.window.errors)}</td>
-          <td class="r ${s.traffic.refusals ? 'bad' : ''}">${formatNumber(s.traffic.refusals)}</td>
-          <td class="r">${formatNumber(s.window.credits)}</td><td>${featureBadges(s)}</td></tr>`,
-      )}</tbody>
-    </table>`)}</section>
-    <section class="card"><h2>Latest alerts</h2>${alertsList(alerts.slice(0, 10), true)}</section>`
-}
-
-/** `extra`: panels of their own files placed after the projects (upstreams-panel.ts). */
-export function operatorPage(viewer: DashboardViewer, summaries: readonly ProjectSummary[], alerts: readonly AlertRecord[], extra?: SafeHtml): string {
-  return layout(
-    'Operator',
-    viewer,
-    html`<div class="page-head"><h1>Operator view</h1><span class="muted small live-note">updates every ${REFRESH_MS / 1000} s</span></div>
-    <div data-live="/dashboard/fragments/operator">${operatorFragment(summaries, alerts)}</div>${extra}`,
-    { active: 'operator' },
   )
 }
 

@@ -17,12 +17,20 @@ import type { DocumentCollection, Store } from '../store/types.ts'
 const HOUR_MS = 3_600_000
 const FLUSH_MS = 2000
 const KEEP_HOURS = 48
-/** The answers a client was refused with (no credential, no credit, no permission, too many). */
 /**
  * The tally of refusals no project owns (a key no project has): `traffic:*` ('*' is outside the
- * project id alphabet), its `keys` by `route:<name>`. The presented key is never stored.
+ * project id alphabet), its `keys` by `route:<name> <answer>` ({@link unattributedLabel}). The
+ * presented key is never stored.
  */
 export const UNATTRIBUTED = '*'
+
+/** A `keys` label of the {@link UNATTRIBUTED} tally read back: its route and answer (`401 unknown_key`; '' in a tally written before answers were kept). */
+export function unattributedLabel(label: string): { route: string; answer: string } {
+  const match = /^route:(\S*)(?: (.+))?$/.exec(label)
+  return match ? { route: match[1]!, answer: match[2] ?? '' } : { route: label, answer: '' }
+}
+
+/** The answers a client was refused with (no credential, no credit, no permission, too many). */
 export const REFUSAL_STATUSES: ReadonlySet<number> = new Set([401, 402, 403, 429])
 
 export interface KeyTally {
@@ -129,7 +137,9 @@ export class TrafficLog {
       const answer = answerOf(ctx, status)
       counts.labelled.set(answer, (counts.labelled.get(answer) ?? 0) + 1)
     }
-    const label = (ctx.apiKey ?? ctx.refused?.key)?.label ?? (projectId === UNATTRIBUTED ? `route:${ctx.routeName ?? '-'}` : undefined)
+    // Under no project the "key" is the route and the answer (`route:rpc 401 unknown_key`): the
+    // operator page lists them as route, code, count. Built only for such refusals, never per answer.
+    const label = (ctx.apiKey ?? ctx.refused?.key)?.label ?? (projectId === UNATTRIBUTED ? `route:${ctx.routeName ?? '-'} ${answerOf(ctx, status)}` : undefined)
     if (label !== undefined) {
       let key = counts.keys.get(label)
       if (key === undefined) counts.keys.set(label, (key = { requests: 0, refusals: 0, lastUsed: 0 }))

@@ -52,6 +52,8 @@ export const errors = {
   upstreamUnavailable: define(502, 'upstream_unavailable'),
   upstreamTimeout: define(504, 'upstream_timeout'),
   responseTooLarge: define(502, 'upstream_response_too_large'),
+  /** Every target of the upstream is backing off after its 429: answered by the gateway, never sent, not charged. */
+  upstreamThrottled: define(429, 'upstream_throttled'),
   shuttingDown: define(503, 'shutting_down'),
   /** The store (PostgreSQL, Redis) cannot be reached: a metered request is refused, never served unmetered. */
   storeUnavailable: define(503, 'store_unavailable'),

@@ -43,6 +43,7 @@ import { alertsAdmin } from '../alerts/admin.ts'
 import { dashboard, type DashboardAuth } from '../dashboard/index.ts'
 import { sessionAuth } from '../dashboard/session.ts'
 import { TrafficLog } from '../dashboard/traffic.ts'
+import { trafficAdmin } from '../admin/traffic-admin.ts'
 
 export class ConfigError extends Error {
   readonly issues: string[]
@@ -282,6 +283,7 @@ export class Gateway {
           projectConfigs: () => this.#table.config.projects,
         }),
         userRoutes({ accounts: this.accounts, settings: this.store.settings, projects: () => this.#table.projects }),
+        trafficAdmin({ traffic: this.traffic, projects: () => this.#table.projects, accounts: this.accounts }),
       ],
       dashboard: dashboard({ store: this.store, alerts: this.alerts, traffic: this.traffic, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
         workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),

@@ -213,6 +213,11 @@ export interface Store {
    * A store may forget settled reservations nobody closed after a retention of its own.
    */
   closeCredits(reservationId: string): Promise<void>
+  /**
+   * A period's balance. The one place a balance is read: every answer that reports one (GET
+   * credits, top-up and grant answers, carries, the ledger) reads it this way, so two answers
+   * never disagree (issue 25 finding 4: a shared top-up once counted leased credits as used).
+   */
   balance(projectId: string, period: string, allocation: number): Promise<CreditBalance>
   /**
    * Adds credits to a period, once per grant id (also when the same id arrives concurrently, on any

@@ -27,7 +27,7 @@ import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
 import { IDE_PATH } from './ide.ts'
 import { HOP, ideTarget, socketOf, upstreamHeaders } from './proxy-target.ts'
-import { bindingMatches, cookieOf, LINK_COOKIE, LINK_COOKIE_PATH, linkedPage, LOGIN_COOKIE, SlidingCounter } from './sign-in-cookies.ts'
+import { bindingMatches, cookieOf, LINK_COOKIE, LINK_COOKIE_PATH, linkedPage, LOGIN_COOKIE, publicAsset, sendRefusal, SlidingCounter } from './sign-in-cookies.ts'
 
 export { LINK_COOKIE, LINK_COOKIE_PATH, LOGIN_COOKIE } from './sign-in-cookies.ts'
 
@@ -51,10 +51,8 @@ interface Refusal { status: number; code: string; message: string; location?: st
 /** Where a request goes: the socket, the path there, and whether it is the IDE. */
 interface Routed { target: string; path: string; projectId: string; ide?: boolean }
 
-function sendJson(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers })
-  res.end(JSON.stringify({ error: { code, message } }))
-}
+/** A refusal: JSON for a client, a page with the next step for a browser tab (sign-in-cookies.ts). */
+const sendJson = sendRefusal
 
 /** An open proxied connection (a WebSocket or an HTTP exchange in flight) and how to cut it. */
 interface OpenConnection {
@@ -134,6 +132,7 @@ export class WorkstationPublicRoutes {
       if (url.pathname === '/workstations/_auth/login') return await this.login(req, res, url)
       if (url.pathname === '/workstations/_auth/callback') return await this.callback(req, res, url)
       if (url.pathname === '/workstations/_auth/linked') return linkedPage(res)
+      if ((req.method === 'GET' || req.method === 'HEAD') && publicAsset(res, url.pathname)) return
       if (url.pathname === '/workstations/_auth/logout') return await this.logout(req, res)
       const routed = await this.route(req, url)
       if ('status' in routed) {

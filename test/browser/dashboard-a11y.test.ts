@@ -18,6 +18,13 @@ import { startGatewayProcess } from '../helpers/gateway-process.ts'
 import { send } from '../helpers/admin-client.ts'
 import { launchBrowser } from '../helpers/browser.ts'
 import { startTestUpstream } from '../helpers/upstream.ts'
+import { createServer } from 'node:http'
+import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
+import { linkedPage, publicAsset, sendRefusal } from '../../core/workstations/sign-in-cookies.ts'
+import { ProcessDriver } from '../../core/workstations/process-driver.ts'
+import { tempDir } from '../helpers/temp.ts'
+import { killAllUnder, relayToTarget } from '../helpers/terminal-servers.ts'
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 const SHOTS = process.env.SHOTS_DIR ?? join(tmpdir(), 'tollgate-dashboard-shots')
@@ -44,6 +51,7 @@ projects:
     scopes: [rpc]
     credits: { allocation: 1000, period: month }
     keys: [{ label: seed, hash: ${hashCredential(KEY)} }]
+    alerts: { url: 'http://127.0.0.1:9/hook', secret: a11y-webhook-secret-0123, thresholds: [{ percent: 20 }, { remaining: 100 }] }
   - { id: ${'long-'.repeat(12)}x, name: ${LONG_NAME}, plan: standard, scopes: [zkpaas], credits: { allocation: 500, period: month }, keys: [] }
 upstreams:
   echo: { url: '${upstream}' }
@@ -135,6 +143,14 @@ t.test('every dashboard page: axe finds no serious or critical violation, no sid
       for (const path of pages[role]) {
         await page.goto(gw.adminUrl + path)
         await check(page, `${size} ${role} ${path}`)
+        if (role === 'operator' && path === '/dashboard/projects/acme') {
+          // The settings card open, and the alert-threshold form showing a refusal under its field.
+          await page.click('#project-settings > summary')
+          await page.fill('#thresholds-form input[name=thresholds]', '20%, lots')
+          await page.click('#thresholds-form button[type=submit]')
+          await page.locator('#thresholds-form [data-error-for=thresholds]').waitFor({ state: 'visible' })
+          await check(page, `${size} ${role} ${path} settings+thresholds`)
+        }
       }
       await page.click('[data-action=sign-out]')
       await page.waitForURL(/sign-in$/)
@@ -142,5 +158,76 @@ t.test('every dashboard page: axe finds no serious or critical violation, no sid
     await context.close()
   }
   writeFileSync(join(SHOTS, 'axe-counts.json'), JSON.stringify(counts, null, 2))
+  t.comment(JSON.stringify(counts, null, 1))
+})
+
+/**
+ * The pages outside the dashboard a person meets: the workstation terminal (a real terminal server
+ * started by the process driver, relayed to a port), a workstation tab's refusal as a page, and the "Identity linked" page with the
+ * stylesheet the public listener serves (a server answering with the public routes' own functions).
+ * Same rules: no serious or critical axe finding, no sideways scroll, no CSP violation.
+ */
+t.test('terminal and Identity linked pages: axe, phone width, stylesheet under the CSP', async (t) => {
+  t.setTimeout(180_000)
+  const browser = await launchBrowser(t)
+  if (!browser) return
+  mkdirSync(SHOTS, { recursive: true })
+  const linked = createServer((req, res) => {
+    const path = new URL(req.url ?? '/', 'http://x').pathname
+    if (path === '/workstations/_auth/linked') return linkedPage(res)
+    if (publicAsset(res, path)) return
+    // What a workstation tab shows when the workstation is not running (a refusal, as a page).
+    sendRefusal(res, 409, 'workstation_not_running', 'the workstation of acme is stopped: start it first')
+  }).listen(0, '127.0.0.1')
+  await once(linked, 'listening')
+  t.teardown(() => linked.close())
+  const linkedUrl = `http://127.0.0.1:${(linked.address() as AddressInfo).port}/workstations/_auth/linked`
+  const root = tempDir('tollgate-a11y-term-')
+  const driver = new ProcessDriver({ root, stopGraceMs: 2_000 })
+  await driver.provision('a11y')
+  const handle = await driver.start('a11y')
+  t.teardown(async () => {
+    await driver.stop(handle)
+    killAllUnder(root)
+  })
+  const relay = await relayToTarget(handle.target!)
+  t.teardown(() => relay.close())
+
+  const file = join(SHOTS, 'axe-counts.json')
+  let counts: Record<string, { serious: number; all: number; scrollWidth: number }> = {}
+  try {
+    counts = JSON.parse(readFileSync(file, 'utf8'))
+  } catch {}
+  for (const [size, viewport] of Object.entries(SIZES)) {
+    const context = await (browser as Browser).newContext({ viewport })
+    const page = await context.newPage()
+    const violations: string[] = []
+    page.on('console', (m) => { if (/Content Security Policy|Refused to/.test(m.text())) violations.push(m.text()) })
+    const pages: [string, string][] = [['workstation terminal', `${relay.url}/`], ['workstation refusal', linkedUrl.replace('_auth/linked', 'acme/')], ['Identity linked', linkedUrl]]
+    for (const [name, url] of pages) {
+      await page.goto(url)
+      if (name === 'workstation terminal') await page.waitForFunction(() => (globalThis as any).workstationSocket?.readyState === 1, undefined, { timeout: 30_000 })
+      await page.waitForLoadState('networkidle')
+      const result = await audit(page)
+      counts[`${size} ${name}`] = { serious: result.serious.length, all: result.all, scrollWidth: result.scrollWidth }
+      await page.screenshot({ path: join(SHOTS, `a11y-${size}-${name.replaceAll(' ', '-')}.png`), fullPage: true })
+      if (result.serious.length) t.comment(`${size} ${name}: ${result.serious.join('; ')}`)
+      t.same(result.serious, [], `${size} ${name}: no serious or critical axe violation`)
+      t.ok(result.scrollWidth <= result.width, `${size} ${name}: no sideways scroll (${result.scrollWidth} px in ${result.width} px)`)
+    }
+    // The linked page is the dashboard's look: its stylesheet applied (the card), under its CSP.
+    const styled = await page.evaluate(() => {
+      const doc = (globalThis as any).document
+      const card = doc.querySelector('section.card')
+      return { lang: doc.documentElement.lang, sheets: doc.styleSheets.length, radius: (globalThis as any).getComputedStyle(card).borderTopLeftRadius, next: doc.querySelector('form[action="/workstations/_auth/login"] button')?.textContent }
+    })
+    t.equal(styled.lang, 'en')
+    t.equal(styled.sheets, 1, 'the dashboard stylesheet loaded')
+    t.not(styled.radius, '0px', 'the card is styled')
+    t.equal(styled.next, 'Open its workstation', 'a next step')
+    t.same(violations, [], `${size}: no CSP violation`)
+    await context.close()
+  }
+  writeFileSync(file, JSON.stringify(counts, null, 2))
   t.comment(JSON.stringify(counts, null, 1))
 })

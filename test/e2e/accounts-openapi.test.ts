@@ -243,6 +243,11 @@ routes:
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=csv&by=route')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=ndjson')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=ndjson&by=route')
+  for (const query of ['by=answer', 'by=answer&granularity=hour&format=csv', 'by=answer&format=ndjson', 'by=key', 'by=key&format=csv', 'by=key&format=ndjson']) {
+    await admin('GET', '/admin/projects/{id}/usage', `/admin/projects/acme/usage?${query}`)
+  }
+  check('GET', '/admin/projects/{id}/usage', await owner.call('GET', '/admin/projects/other/usage?by=key'))
+  await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?by=answer&granularity=week')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?format=xml')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?from=2026-11-02&to=2026-11-01')
   await admin('GET', '/admin/projects/{id}/usage', '/admin/projects/acme/usage?by=status')

@@ -47,7 +47,11 @@ export async function signInThroughOidc(startUrl: string, accountId: string, cal
       body = new URLSearchParams(prompt === 'login' ? { prompt, login: accountId, password: 'unused' } : { prompt }).toString()
       continue
     }
-    if (!gatewayCookie) throw new Error(`sign-in ended at ${url} with ${answer.statusCode} and no session: ${text.slice(0, 300)}`)
+    if (!gatewayCookie) {
+      // The refusal's stable code: from the JSON a client gets, or the page a browser gets.
+      const code = /"code":"(\w+)"/.exec(text)?.[1] ?? /\(\d{3} <code>(\w+)<\/code>\)/.exec(text)?.[1] ?? ''
+      throw new Error(`sign-in ended at ${url} with ${answer.statusCode} ${code} and no session: ${text.slice(0, 300)}`)
+    }
     return { cookie: gatewayCookie, landedAt: url.toString() }
   }
   throw new Error('too many redirects')

@@ -119,3 +119,23 @@ t.test('Permit2: after a genuine settle, a forged signature gets verify’s refu
   t.same((await settle(genuine)).json(), settled.json(), 'the same signed payload still gets its stored answer')
   t.equal(await payeeBalance(), before)
 })
+
+t.test('Permit2: while the genuine settle is in flight, a forged copy does not share its answer', async (t) => {
+  const genuine = await sdkBodyV2(f, payer, permit2RequirementsV2(f))
+  const strangerSignature = await strangerPermit2(genuine)
+  await f.chain.request('evm_setAutomine', [false])
+  t.teardown(() => f.chain.request('evm_setAutomine', [true]))
+  const broadcasts = () => gw.output.filter((line) => line.includes('"event":"x402_broadcast"')).length
+  const seen = broadcasts()
+  const first = settle(genuine)
+  while (broadcasts() === seen) await new Promise((resolve) => setTimeout(resolve, 20))
+  const forged = settle(withSignature(genuine, ZERO_SIGNATURE))
+  const stranger = settle(withSignature(genuine, strangerSignature))
+  // Mine once both had time to reach the facilitator (before the fix they wait on the genuine settle).
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  await f.chain.request('evm_setAutomine', [true])
+  await f.chain.request('evm_mine', [])
+  t.match((await first).json(), { success: true, transaction: /^0x[0-9a-f]{64}$/ })
+  t.match((await forged).json(), { success: false, errorReason: 'invalid_permit2_signature', transaction: '' }, 'all-zero signature')
+  t.match((await stranger).json(), { success: false, errorReason: 'invalid_permit2_signature', transaction: '' }, 'another key’s signature')
+})

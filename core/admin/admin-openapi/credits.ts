@@ -36,6 +36,28 @@ export const creditSchemas: Record<string, Schema> = {
       remaining: { type: 'number' },
     }),
   }),
+  AnswerRow: obj({
+    bucket: iso,
+    status: { type: 'integer' },
+    code: { type: 'string', description: "the refusal reason or the error's stable code ('' for a plain status)" },
+    refusal: { type: 'boolean', description: 'a 401, 402, 403 or 429' },
+    count: { type: 'integer' },
+  }),
+  KeyRow: obj({
+    label: { type: 'string' },
+    requests: { type: 'integer' },
+    refusals: { type: 'integer', description: '401, 402, 403 and 429 answers' },
+    lastUsed: { type: ['string', 'null'], format: 'date-time' },
+  }),
+  Traffic: obj({
+    project: { type: 'string' },
+    by: { enum: ['answer', 'key'] },
+    granularity: { enum: ['hour', 'day'] },
+    from: iso,
+    to: iso,
+    rows: { type: 'array', items: { oneOf: [ref('AnswerRow'), ref('KeyRow')] }, description: 'AnswerRow with by=answer, KeyRow with by=key' },
+    totals: { type: 'object', description: 'by=answer: {answers, refusals}; by=key: {requests, refusals}' },
+  }),
   Balance: obj({ allocation: { type: 'integer' }, granted: { type: 'number' }, used: { type: 'number' }, remaining: { type: 'number' } }),
   Credits: obj({
     project: { type: 'string' },
@@ -80,26 +102,35 @@ export const creditSchemas: Record<string, Schema> = {
 export const creditPaths: Record<string, Record<string, unknown>> = {
   '/admin/projects/{id}/usage': {
     get: {
-      summary: 'Usage and balance of a project (credit-meter plugin); csv and ndjson export the rows alone',
+      summary: 'Usage and balance of a project (credit-meter plugin); by=answer and by=key: every answer by status and refusal code, and per key (the core, with or without a meter); csv and ndjson export the rows alone',
+      description:
+        'by=apiType|route: the metered usage rows (credit-meter). by=answer: answers per bucket by status and refusal code ' +
+        '(403 wrong_plan, 402 credits_exhausted, 429 rate_limited...), refusals of known keys included; by=key: each key\'s requests, ' +
+        'refusals and last use (not bucketed). Both are the dashboard\'s traffic tally, which keeps the last 48 hours by hour.',
       parameters: [
         idParam,
         { name: 'from', in: 'query', schema: { type: 'string' }, description: 'ISO 8601 date or date-time; default: to minus 30 days' },
         { name: 'to', in: 'query', schema: { type: 'string' }, description: 'ISO 8601 date or date-time; default: now' },
         { name: 'granularity', in: 'query', schema: { enum: ['hour', 'day'], default: 'day' } },
-        { name: 'by', in: 'query', schema: { enum: ['apiType', 'route'], default: 'apiType' }, description: 'route: rows per API type, route and status class, with latency' },
+        { name: 'by', in: 'query', schema: { enum: ['apiType', 'route', 'answer', 'key'], default: 'apiType' }, description: 'route: rows per API type, route and status class, with latency; answer: answers by status and refusal code; key: per key' },
         { name: 'format', in: 'query', schema: { enum: ['json', 'csv', 'ndjson'], default: 'json' } },
       ],
       responses: {
         '200': {
           description: 'OK',
           content: {
-            'application/json': { schema: ref('Usage') },
+            'application/json': { schema: { oneOf: [ref('Usage'), ref('Traffic')] } },
             'text/csv': {
               schema: { type: 'string' },
               description: 'A header line, then one line per row (RFC 4180, CRLF)',
-              'x-header-lines': { apiType: 'bucket,apiType,requests,credits,errors', route: 'bucket,apiType,route,statusClass,requests,credits,errors,latencyMsSum,latencyMsMax' },
+              'x-header-lines': {
+                apiType: 'bucket,apiType,requests,credits,errors',
+                route: 'bucket,apiType,route,statusClass,requests,credits,errors,latencyMsSum,latencyMsMax',
+                answer: 'bucket,status,code,refusal,count',
+                key: 'label,requests,refusals,lastUsed',
+              },
             },
-            'application/x-ndjson': { schema: { oneOf: [ref('UsageRow'), ref('UsageDetailRow')] }, description: 'One row per line (this schema is the schema of a line)' },
+            'application/x-ndjson': { schema: { oneOf: [ref('UsageRow'), ref('UsageDetailRow'), ref('AnswerRow'), ref('KeyRow')] }, description: 'One row per line (this schema is the schema of a line)' },
           },
         },
         '400': errorAnswer('invalid_query: from, to, granularity, by or format'),

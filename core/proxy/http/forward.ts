@@ -18,6 +18,7 @@ import type { UpstreamHandle } from './upstreams.ts'
 import { Attempt, type AttemptOwner } from './forward-attempt.ts'
 import { retryableError, retryableStatus } from '../upstream/retry-rules.ts'
 import type { Target } from '../upstream/target.ts'
+import { THROTTLED } from '../upstream/choose.ts'
 import { withoutGatewayCookies, type UpstreamCredentialPolicy } from './gateway-cookies.ts'
 import type { ProxyTrust } from './client-address.ts'
 
@@ -187,7 +188,8 @@ class ForwardHandler implements AttemptOwner {
   /** Sends one attempt to the best target other than `exclude` (when another can take it). */
   launch(exclude: Target | undefined, kind: 'first' | 'retry' | 'hedge' = 'first'): void {
     const target = this.upstream.choose(exclude)
-    if (!target && kind === 'hedge') return
+    if (kind === 'hedge' && (target === undefined || target === THROTTLED)) return
+    if (target === THROTTLED) return this.finish(this.upstream.throttledError())
     if (!target) return this.finish(errors.upstreamUnavailable(`upstream ${this.upstream.name} is overloaded`))
     if (kind !== 'first') target.counters[kind === 'retry' ? 'retries' : 'hedges']++
     const attempt = new Attempt(this, target)
@@ -241,9 +243,9 @@ class ForwardHandler implements AttemptOwner {
     this.winner = attempt
     this.controller = controller
     this.ctx.upstreamTarget = attempt.target.name
-    this.upstream.latency?.add(performance.now() - attempt.started)
     if (this.hedgeTimer) clearTimeout(this.hedgeTimer)
-    if (this.live.length > 1) for (const other of this.live) if (other !== attempt) other.cancel(errors.upstreamUnavailable('another attempt answered first'))
+    // The loser runs on unseen (forward-attempt.ts says why).
+    if (this.live.length > 1) for (const other of this.live) if (other !== attempt) other.abandon()
     this.live = []
     this.onResponseStart(controller, status, headers)
   }

@@ -11,7 +11,7 @@ export interface TargetConfig {
   name: string
   /** Relative share of the traffic (default 1). */
   weight: number
-  /** Free-form placement label (shown in metrics; not yet used for the choice). */
+  /** Placement label; targets in the upstream's `preferZone` are chosen first. */
   zone?: string
 }
 
@@ -50,10 +50,17 @@ export interface BreakerConfig {
   recoverMs: number
 }
 
+/** How a target is picked among the healthy ones. */
+export type Balance = 'least-loaded' | 'round-robin'
+
 export interface UpstreamConfig {
   /** The first target's URL (kept for plugins that read the base URL, e.g. response-cache). */
   url: string
   targets: TargetConfig[]
+  /** least-loaded: best score (load per weight × latency); round-robin: weighted turns, blind to load. */
+  balance: Balance
+  /** Healthy targets of this zone take the traffic; others only when none of them can. */
+  preferZone?: string
   /** Max sockets per target. */
   connections: number
   timeouts: { connectMs: number; headersMs: number; bodyMs: number }
@@ -68,6 +75,8 @@ export interface UpstreamConfig {
 export interface RawUpstream {
   url?: string
   targets?: { url: string; name?: string; weight?: number; zone?: string }[]
+  balance?: Balance
+  preferZone?: string
   connections: number
   timeouts: { connectMs: number; headersMs: number; bodyMs: number }
   keepAliveTimeoutMs: number
@@ -88,6 +97,8 @@ export function normaliseUpstream(raw: RawUpstream): UpstreamConfig {
   return {
     url: targets[0]?.url ?? '',
     targets,
+    balance: raw.balance ?? 'least-loaded',
+    ...(raw.preferZone ? { preferZone: raw.preferZone } : {}),
     connections: raw.connections,
     timeouts: raw.timeouts,
     keepAliveTimeoutMs: raw.keepAliveTimeoutMs,

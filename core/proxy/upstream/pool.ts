@@ -4,8 +4,9 @@
  */
 import type { Dispatcher } from 'undici'
 import type { UpstreamConfig } from './config.ts'
+import { errors, type GatewayError } from '../errors.ts'
 import { RetryBudget } from './budget.ts'
-import { chooseTarget } from './choose.ts'
+import { chooseTarget, type Choice, type ChoicePolicy } from './choose.ts'
 import { LatencyWindow } from './latency-window.ts'
 import { Target } from './target.ts'
 import { PoolClient } from './pool-client.ts'
@@ -22,6 +23,7 @@ export class UpstreamPool {
   readonly basePath: string
   /** Whether anything beyond one plain attempt can happen (the forwarder's cheap path when not). */
   readonly plain: boolean
+  readonly #policy: ChoicePolicy
   #stopProbes: (() => void) | undefined
 
   constructor(readonly name: string, readonly config: UpstreamConfig) {
@@ -31,6 +33,8 @@ export class UpstreamPool {
     this.origin = this.targets[0].origin
     this.basePath = this.targets[0].basePath
     this.plain = this.targets.length === 1 && config.retry.maxRetries === 0 && !this.hedges && config.breaker.maxConcurrent === 0
+    const { maxConcurrent, maxPending } = config.breaker
+    this.#policy = { maxConcurrent, maxPending, balance: config.balance, preferZone: config.preferZone }
     this.pool = new PoolClient(this)
     if (config.health.probe) this.#stopProbes = startProbes(this.name, this.targets, config.health.probe)
   }
@@ -46,9 +50,22 @@ export class UpstreamPool {
     return Math.max(floor, this.latency.value()) || 0
   }
 
-  /** A target for the next attempt, never `exclude` when another can take it; undefined = breaker refuses. */
-  choose(exclude?: Target, now = Date.now()): Target | undefined {
-    return chooseTarget(this.targets, exclude, now, this.config.breaker.maxConcurrent, this.config.breaker.maxPending)
+  /** A target for the next attempt, never `exclude` when another can take it; undefined = breaker refuses; THROTTLED = every target backs off after a 429. */
+  choose(exclude?: Target, now = Date.now()): Choice {
+    return chooseTarget(this.targets, exclude, now, this.#policy)
+  }
+
+  /** The gateway's own 429 while every target backs off, with the Retry-After left. */
+  throttledError(): GatewayError {
+    const seconds = this.throttledForS()
+    return errors.upstreamThrottled(`upstream ${this.name} asked for fewer requests (429); retry in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
+  }
+
+  /** Seconds until the first target's Retry-After ends (at least 1: during the ramp a retry soon may pass). */
+  throttledForS(now = Date.now()): number {
+    let soonest = Infinity
+    for (const target of this.targets) soonest = Math.min(soonest, target.blockedUntil - now)
+    return Math.max(1, Math.ceil(soonest / 1000))
   }
 
   /** The path a caller built from `basePath`, moved onto another target's prefix. */

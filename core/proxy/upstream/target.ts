@@ -49,6 +49,12 @@ export class Target {
   /** 429 back-off: no traffic until `blockedUntil`, then a share climbing from FLOOR_SHARE to 1. */
   blockedUntil = 0
   recoverUntil = 0
+  /** The last 429 carried a Retry-After: only then may the gateway refuse in the target's place (choose.ts). */
+  askedToWait = false
+  /** Scratch of the choice: this target qualified in the current pick (choose.ts). */
+  eligible = false
+  /** Smooth weighted round-robin's running credit (choose.ts). */
+  turn = 0
   #credit = 0
   readonly counters: TargetCounters = { requests: 0, errors: 0, ejections: 0, retries: 0, hedges: 0, throttled: 0, latencySum: 0, latencyCount: 0 }
 
@@ -74,6 +80,11 @@ export class Target {
     if (this.probeDown) return false
     if (this.ejectedUntil === 0) return true
     return now >= this.ejectedUntil && !this.probing
+  }
+
+  /** Inside a 429's Retry-After: the target asked for no traffic at all. */
+  blocked(now: number): boolean {
+    return now < this.blockedUntil
   }
 
   /** Not backing off after a 429; during the recovery ramp only a growing share of picks pass. */
@@ -134,6 +145,7 @@ export class Target {
   /** The target answered 429: back off for its Retry-After (1 s when absent), then recover gradually. */
   throttle(retryAfterMs: number | undefined, now: number): void {
     this.counters.throttled++
+    this.askedToWait = retryAfterMs !== undefined
     const wait = Math.min(MAX_RETRY_AFTER_MS, retryAfterMs ?? 1000)
     this.blockedUntil = now + wait
     this.recoverUntil = this.blockedUntil + this.recoverMs

@@ -333,6 +333,7 @@ function planPermit2(ctx: EvmChainContext, body: unknown): Plan {
       chainId: ctx.chainId, kind: view.kind, token: auth.permitted.token.toLowerCase(), from: auth.from.toLowerCase(),
       to: auth.witness.to.toLowerCase(), permitted: auth.permitted.amount, deadline: String(auth.deadline),
       validAfter: String(auth.witness.validAfter), nonce: auth.nonce, payTo: view.requirements.payTo.toLowerCase(),
+      // As for EIP-3009: the signature is part of the payment's identity (a stored answer is only for this exact payload).
       amount: value.toString(), signature: view.signature.toLowerCase(),
     }),
     async prepare() {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
 import { openSharedStore } from '../../../core/store/shared/index.ts'
-import { TrafficLog, UNATTRIBUTED, answerOf } from '../../../core/dashboard/traffic.ts'
+import { TrafficLog, UNATTRIBUTED, answerOf, unattributedLabel } from '../../../core/dashboard/traffic.ts'
 import { trafficExport } from '../../../core/dashboard/export.ts'
 import { balanceView, chartOf, trafficOf } from '../../../core/dashboard/data.ts'
 import type { Project } from '../../../core/projects/projects.ts'
@@ -69,7 +69,9 @@ async function tallies(t: Test, open: () => Promise<any>) {
   t.match(merged.keys.app, { requests: 7, refusals: 5, lastUsed: NOW })
   const unattributed = await b.read(UNATTRIBUTED)
   t.same(unattributed.hours, { '2026-11-27T15:00:00.000Z': { '401 unknown_key': 2 } }, 'unknown keys: a tally of their own')
-  t.same(Object.keys(unattributed.keys), ['route:rpc'], 'by route, never by the presented key')
+  t.same(Object.keys(unattributed.keys), ['route:rpc 401 unknown_key'], 'by route and answer, never by the presented key')
+  t.same(unattributedLabel('route:rpc 401 unknown_key'), { route: 'rpc', answer: '401 unknown_key' })
+  t.same(unattributedLabel('route:rpc'), { route: 'rpc', answer: '' }, 'a label of an older tally still reads')
   // Two days later an old hour is dropped at the next merge.
   now += 49 * 3_600_000
   a.record({ project, apiKey: key }, 200)

@@ -38,7 +38,10 @@ const LONG = process.env.RELIABILITY === 'long'
 // About 45 s for all four engines on a quiet machine: more than the runner's default per file.
 if (!LONG) t.setTimeout(300_000)
 const SEED = process.env.LEDGER_MODEL_SEED !== undefined ? Number(process.env.LEDGER_MODEL_SEED) : LONG ? Date.now() ^ 0x5eed : 20261127
-const ALLOCATION = 30
+// Small against reserves (1..8) and grants (1..15), so that sequences run into the limit often: with
+// 30 and grants up to 40 the bounded run never refused a reserve, and an admission check off by
+// one credit passed it.
+const ALLOCATION = 10
 const START = Date.UTC(2026, 10, 27, 10, 0)
 const API_TYPES = ['MIRROR', 'PRIVNET_RPC']
 /** The seed schedule (what a reset goes back to) first. Equivalent forms share period keys. */
@@ -109,6 +112,8 @@ interface Model {
   sequence: number
   /** Refusals tolerated on a lease engine while credits sat in another instance's lease. */
   tolerated: number
+  /** Reserves refused because they asked for more than was available (the limit was reached). */
+  refused: number
 }
 
 const periodOf = (model: Model) => scheduleBounds(model.schedule, model.now).key
@@ -253,6 +258,7 @@ class Reserve extends Step {
     model.touched.add(period)
     // A refusal reports the balance a balance read gives (the 402's "N credits left").
     if (!ok && this.instance === 'a') expectEqual([balance.granted, balance.used], [grantedOf(model, period), visibleUsed(model, period)], `refused reserve's balance of ${period}`)
+    if (!ok && this.amount > available) model.refused++
     if (ok) {
       if (this.amount > available) fail(`reserve of ${this.amount} admitted with ${available} available in ${period}`)
       model.reservations.push({ id, instance: this.instance, period, apiType: this.apiType, hour: Math.floor(model.now / 3_600_000) * 3_600_000, charged: this.amount, state: 'pending', lost: false })
@@ -471,12 +477,13 @@ function commandsFor(spec: EngineSpec) {
   const arbitraries: fc.Arbitrary<Cmd>[] = [
     fc.tuple(instance, fc.integer({ min: 1, max: 8 }), fc.constantFrom(...API_TYPES)).map(([i, n, api]) => new Reserve(i, n, api)),
     fc.tuple(instance, fc.integer({ min: 1, max: 8 }), fc.constantFrom(...API_TYPES)).map(([i, n, api]) => new Reserve(i, n, api)),
+    fc.tuple(instance, fc.integer({ min: 1, max: 8 }), fc.constantFrom(...API_TYPES)).map(([i, n, api]) => new Reserve(i, n, api)),
     pick.map((p) => new Commit(p)),
     pick.map((p) => new Commit(p)),
     pick.map((p) => new Release(p)),
     fc.tuple(pick, fc.integer({ min: 1, max: 5 })).map(([p, n]) => new Refund(p, n)),
-    fc.tuple(fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 40 }), instance).map(([slot, n, i]) => new Grant(slot, n, i)),
-    fc.tuple(fc.integer({ min: 1, max: 40 }), instance).map(([n, i]) => new Grant('top-up', n, i)),
+    fc.tuple(fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 15 }), instance).map(([slot, n, i]) => new Grant(slot, n, i)),
+    fc.tuple(fc.integer({ min: 1, max: 15 }), instance).map(([n, i]) => new Grant('top-up', n, i)),
     fc.integer({ min: 0, max: SCHEDULES.length - 1 }).map((i) => new ChangeSchedule(i)),
     fc.constant(new ChangeSchedule(0, true)),
     fc.constantFrom<keyof typeof ROLLOVERS>('hour', 'day', 'week', 'month').map((by) => new Rollover(by)),
@@ -541,6 +548,7 @@ for (const spec of ENGINES.filter((e) => process.env.LEDGER_MODEL_ENGINE === und
     const real = await openReal(spec, t)
     let run = 0
     let tolerated = 0
+    let refused = 0
     const started = Date.now()
     await fc.assert(
       fc.asyncProperty(commandsFor(spec), async (commands) => {
@@ -550,7 +558,7 @@ for (const spec of ENGINES.filter((e) => process.env.LEDGER_MODEL_ENGINE === und
           const model: Model = {
             projectId, leases: (spec.leaseCredits ?? 0) > 0, shared: spec.shared, now: START, schedule: SCHEDULES[0]!,
             granted: new Map(), grants: new Map(), carried: new Map(), reservations: [], totalGranted: 0,
-            touched: new Set(), unreaped: false, bPeriods: new Set(), sequence: 0, tolerated: 0,
+            touched: new Set(), unreaped: false, bPeriods: new Set(), sequence: 0, tolerated: 0, refused: 0,
           }
           // A crashed instance of an earlier sequence is reaped before this one starts.
           for (const id of real.crashed.splice(0)) await real.reap!(id)
@@ -566,10 +574,13 @@ for (const spec of ENGINES.filter((e) => process.env.LEDGER_MODEL_ENGINE === und
           return seen!
         })()
         tolerated += model.tolerated
+        refused += model.refused
       }),
       { seed: SEED, numRuns: spec.runs, verbose: 1 },
     )
     t.pass(`${spec.runs} sequences of up to ${spec.steps} steps, ${real.steps.n} steps run (seed ${SEED}) in ${Date.now() - started} ms`)
+    // The limit itself was tried: a run that never refuses cannot see an admission check off by one.
+    t.ok(refused > 0, `${refused} reserves refused at the limit`)
     t.comment(`per command: ${[...real.steps.time].map(([name, v]) => `${name} ${v.n}× ${Math.round(v.applyMs / v.n)}+${Math.round(v.checkMs / v.n)} ms`).join(', ')}`)
     if (tolerated > 0) t.comment(`${tolerated} refusals while credits sat in another instance's lease (exact once given back)`)
   })

@@ -47,4 +47,17 @@ t.test('errors name file:line:col and the field', async (t) => {
   t.match(weight.messages.join('\n'), /gateway\.yaml:4:\d+ upstreams\.u\.targets\[0\]\.weight/)
   const unknown = await load('  u:\n    url: "http://a:1"\n    retry: { attempts: 3 }')
   t.match(unknown.messages.join('\n'), /gateway\.yaml:5:\d+ upstreams\.u\.retry/)
+  const zone = await load('  u:\n    preferZone: us\n    targets: [{ url: "http://a:1", zone: eu }]')
+  t.match(zone.messages.join('\n'), /gateway\.yaml:4:\d+ upstreams\.u\.preferZone.*no target has zone "us"/)
+  const balance = await load('  u:\n    balance: random\n    targets: [{ url: "http://a:1" }]')
+  t.match(balance.messages.join('\n'), /gateway\.yaml:4:\d+ upstreams\.u\.balance/)
+})
+
+t.test('balance and preferZone', async (t) => {
+  const { config, messages } = await load('  u:\n    balance: round-robin\n    preferZone: eu\n    targets: [{ url: "http://a:1", zone: eu }, { url: "http://b:1", zone: us }]')
+  t.same(messages, [])
+  t.equal(config!.upstreams.u.balance, 'round-robin')
+  t.equal(config!.upstreams.u.preferZone, 'eu')
+  const plain = await load('  u: { url: "http://a:1" }')
+  t.equal(plain.config!.upstreams.u.balance, 'least-loaded', 'least-loaded by default')
 })

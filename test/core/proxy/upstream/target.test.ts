@@ -23,7 +23,7 @@ t.test('outlier ejection, half-open probe, doubling ejections', async (t) => {
   t.ok(a.available(0), 'one failure is not enough')
   a.failed(0)
   t.notOk(a.available(10), 'two in a row eject')
-  t.equal(chooseTarget([a, b], undefined, 10, 0, 0), b, 'the choice skips the ejected target')
+  t.equal(chooseTarget([a, b], undefined, 10, { maxConcurrent: 0, maxPending: 0 }), b, 'the choice skips the ejected target')
   t.ok(a.available(1000), 'ejection over: half-open')
   a.started()
   t.notOk(a.available(1000), 'only one probe request while half-open')
@@ -36,8 +36,8 @@ t.test('outlier ejection, half-open probe, doubling ejections', async (t) => {
   t.equal(a.ejectionsInRow, 0)
   // Panic mode: every target ejected still chooses one.
   a.failed(4000), a.failed(4000), b.failed(4000), b.failed(4000)
-  t.ok(chooseTarget([a, b], undefined, 4001, 0, 0), 'all ejected: a target is still chosen')
-  t.equal(chooseTarget([a, b], a, 4001, 0, 0), b, 'and never the excluded one when another exists')
+  t.ok(chooseTarget([a, b], undefined, 4001, { maxConcurrent: 0, maxPending: 0 }), 'all ejected: a target is still chosen')
+  t.equal(chooseTarget([a, b], a, 4001, { maxConcurrent: 0, maxPending: 0 }), b, 'and never the excluded one when another exists')
 })
 
 t.test('429 with Retry-After: nothing during it, then a share climbing to full', async (t) => {
@@ -60,11 +60,11 @@ t.test('breaker: maxConcurrent moves traffic, maxPending refuses', async (t) => 
   const [a, b] = make()
   t.teardown(() => Promise.all([a.pool.close(), b.pool.close()]))
   a.inFlight = 2
-  t.equal(chooseTarget([a, b], undefined, 0, 2, 1), b)
+  t.equal(chooseTarget([a, b], undefined, 0, { maxConcurrent: 2, maxPending: 1 }), b)
   b.inFlight = 2
-  t.ok(chooseTarget([a, b], undefined, 0, 2, 1), 'both full, pending 0 < 1: queued')
+  t.ok(chooseTarget([a, b], undefined, 0, { maxConcurrent: 2, maxPending: 1 }), 'both full, pending 0 < 1: queued')
   a.inFlight = 3
-  t.equal(chooseTarget([a, b], undefined, 0, 2, 1), undefined, 'pending limit reached: refused')
+  t.equal(chooseTarget([a, b], undefined, 0, { maxConcurrent: 2, maxPending: 1 }), undefined, 'pending limit reached: refused')
 })
 
 t.test('retry budget: percent of the window plus a minimum', async (t) => {
