@@ -21,6 +21,8 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
   'eth_getBalance', 'eth_getCode', 'eth_getStorageAt', 'eth_getTransactionCount', 'eth_getTransactionReceipt',
   'eth_getTransactionByHash', 'eth_getBlockByNumber', 'eth_getBlockByHash', 'eth_gasPrice', 'eth_maxPriorityFeePerGas',
   'eth_feeHistory', 'eth_getLogs',
+  // Fills a transaction's fields (nonce, gas, fees) without signing or sending it; viem's prepare asks it first.
+  'eth_fillTransaction',
   // Solana
   'getLatestBlockhash', 'isBlockhashValid', 'simulateTransaction', 'getSignatureStatuses', 'getAccountInfo',
   'getMultipleAccounts', 'getBalance', 'getSlot', 'getHealth', 'getVersion', 'getGenesisHash', 'getEpochInfo',

@@ -2,7 +2,7 @@
  * A JSON-RPC target with faults, for pool tests: it records the methods of every request it gets
  * and, per request, either answers with an HTTP status of its own (e.g. 503, as a node behind a
  * busy load balancer) or forwards the body unchanged to a real node. `answer` decides from the
- * methods of the request (a batch gives several).
+ * methods of the request (a batch gives several); `delayMs` holds the answer back (a slow node).
  */
 import { createServer, type Server } from 'node:http'
 import { Agent, request } from 'undici'
@@ -23,7 +23,9 @@ export interface FaultyRpc {
  * const rpc = await startFaultyRpc(chain.rpcUrl, (methods) => (methods.includes('eth_sendRawTransaction') ? 503 : undefined))
  * ```
  */
-export async function startFaultyRpc(nodeUrl: string | undefined, answer: (methods: string[]) => number | undefined): Promise<FaultyRpc> {
+export async function startFaultyRpc(
+  nodeUrl: string | undefined, answer: (methods: string[]) => number | undefined, delayMs: (methods: string[]) => number = () => 0,
+): Promise<FaultyRpc> {
   const agent = new Agent({ connections: 16 })
   const methods: string[] = []
   let requests = 0
@@ -40,6 +42,9 @@ export async function startFaultyRpc(nodeUrl: string | undefined, answer: (metho
       seen = ['?']
     }
     methods.push(...seen)
+    // A slow node: the head comes after this long (the body is forwarded as usual).
+    const delay = delayMs(seen)
+    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay))
     const status = answer(seen)
     if (status !== undefined || !nodeUrl) {
       res.writeHead(status ?? 503, { 'content-type': 'text/plain' }).end('unavailable')

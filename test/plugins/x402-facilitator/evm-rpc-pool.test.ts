@@ -31,10 +31,10 @@ async function rpc(answer: (methods: string[]) => number | undefined): Promise<F
 }
 
 /** A pool whose first target (weight 100) is always chosen first and never ejected: every call meets the fault. */
-function pool(name: string, targets: RawUpstream['targets'], health = { consecutiveFailures: 1000 }) {
+function pool(name: string, targets: RawUpstream['targets'], health = { consecutiveFailures: 1000 }, hedge?: RawUpstream['hedge']) {
   const upstream = createUpstream(name, normaliseUpstream({
     targets, connections: 8, timeouts: { connectMs: 500, headersMs: 5000, bodyMs: 5000 }, keepAliveTimeoutMs: 4000,
-    health, retry: { maxRetries: 2, minPerWindow: 10_000 },
+    health, retry: { maxRetries: 2, minPerWindow: 10_000 }, ...(hedge ? { hedge } : {}),
   }))
   t.teardown(() => upstream.destroy())
   return upstream
@@ -111,4 +111,27 @@ t.test('targets with and without a path prefix (a key in the path) both receive 
   const ctx = contextOn(upstream)
   t.equal(await ctx.publicClient.getChainId(), 84532, 'the read failed over from /v2/some-key to the target without a path')
   t.ok(busy.requests() >= 1 && node.requests() >= 1)
+})
+
+t.test('with a hedge threshold, reads stuck at a slow target are hedged to another; a slow send is not', async (t) => {
+  // Reads: every answer of the first target comes after 1.5 s.
+  const slowNode = await startFaultyRpc(f.chain.rpcUrl, () => undefined, () => 1500)
+  servers.push(slowNode)
+  const node = await rpc(() => undefined)
+  const reads = pool('chain-slow', [{ url: slowNode.url, name: 'slow', weight: 100 }, { url: node.url, name: 'node' }], { consecutiveFailures: 1000 }, { afterMs: 100 })
+  const body = await sdkBodyV2(f, payer)
+  const started = Date.now()
+  t.same((await verifyExact(contextOn(reads), body)).isValid, true)
+  t.ok(Date.now() - started < 1400, `verify answered before the slow target would have (${Date.now() - started} ms)`)
+  t.ok(reads.targets[1].counters.hedges >= 1, 'a hedge went to the node')
+
+  // The send: the first target answers reads at once but holds eth_sendRawTransaction for 1 s.
+  const slowSend = await startFaultyRpc(f.chain.rpcUrl, () => undefined, (methods) => (methods.includes('eth_sendRawTransaction') ? 1000 : 0))
+  servers.push(slowSend)
+  const other = await rpc(() => undefined)
+  const sendPool = pool('chain-slow-send', [{ url: slowSend.url, name: 'slow-send', weight: 100 }, { url: other.url, name: 'other' }], { consecutiveFailures: 1000 }, { afterMs: 100 })
+  const result = await settleExact(contextOn(sendPool), body, { receiptTimeoutMs: 10_000, records: f.records, log })
+  t.match(result, { success: true })
+  t.equal(sends(slowSend), 1, 'the send went to the chosen target')
+  t.equal(sends(other), 0, 'and was not hedged to the other one after 100 ms')
 })
