@@ -7,7 +7,7 @@
  *   GET /dashboard/sign-in                            sign-in form (posts to the session endpoint)
  *   GET /dashboard/projects                           project cards: credits left, usage, features
  *   GET /dashboard/projects/:id                       one project: chart, errors, routes, keys, features, alerts
- *   GET /dashboard/operator                           every project at a glance (operators)
+ *   GET /dashboard/operator                           every project at a glance, upstream targets (operators)
  *   GET /dashboard/alerts                             low-balance alerts of the projects one may see
  *   GET /dashboard/accounts                           users: list, create, change, delete (operators)
  *   GET /dashboard/fragments/...                      the live parts of those pages (HTML), and chart.json
@@ -26,6 +26,7 @@ import type { TrafficLog } from './traffic.ts'
 import { trafficExport } from './export.ts'
 import { accountRows, projectSummary } from './data.ts'
 import { accountsFragment, accountsPage } from './accounts-page.ts'
+import { upstreamsFragment, upstreamsSection, type UpstreamView } from './upstreams-panel.ts'
 import type { DashboardViewer } from './layout.ts'
 import {
   alertsFragment,
@@ -69,6 +70,8 @@ export interface DashboardDeps {
   workstationBase?(): string | undefined
   /** gateway.yaml's low-balance thresholds of a project and whether it has a webhook (operators edit them on its page). */
   alertConfig?(projectId: string): { thresholds: readonly { percent?: number; remaining?: number }[] } | undefined
+  /** The gateway's upstream pools, for the operator page's Upstream targets panel (upstreams-panel.ts). */
+  upstreams?(): Iterable<UpstreamView>
 }
 
 /** The page's policy: nothing but this origin, no inline script or style, no framing. */
@@ -167,7 +170,7 @@ export function dashboard(deps: DashboardDeps) {
     }
     if (path === '/dashboard/operator') {
       if (!session.operator) sendHtml(res, 403, messagePage(session, 'Operators only', 'The operator view is for operator accounts.'))
-      else sendHtml(res, 200, operatorPage(session, await summaries(mine), await alertsOf(mine), await unattributed()))
+      else sendHtml(res, 200, operatorPage(session, await summaries(mine), await alertsOf(mine), await unattributed(), deps.upstreams ? upstreamsSection(deps.upstreams()) : undefined))
       return true
     }
     if (path === '/dashboard/accounts') {
@@ -183,6 +186,7 @@ export function dashboard(deps: DashboardDeps) {
     if (fragment) {
       if (second === 'projects' && third === undefined) return sendHtml(res, 200, projectsFragment(await summaries(mine)).text), true
       if (second === 'operator' && session.operator) return sendHtml(res, 200, operatorFragment(await summaries(mine), await alertsOf(mine), await unattributed()).text), true
+      if (second === 'upstreams' && session.operator && deps.upstreams) return sendHtml(res, 200, upstreamsFragment(deps.upstreams()).text), true
       if (second === 'accounts' && third === undefined) {
         if (!session.operator) return navigation(req) ? sendHtml(res, 403, messagePage(session, 'Operators only', OPERATOR_ONLY_TEXT)) : sendJson(res, 403, { error: OPERATOR_ONLY }), true
         return sendHtml(res, 200, accountsFragment(session, await accountRows(deps.store)).text), true

@@ -56,12 +56,13 @@ export function operatorFragment(summaries: readonly ProjectSummary[], alerts: r
     <section class="card"><h2>Latest alerts</h2>${alertsList(alerts.slice(0, 10), true)}</section>`
 }
 
-export function operatorPage(viewer: DashboardViewer, summaries: readonly ProjectSummary[], alerts: readonly AlertRecord[], unattributed?: TrafficTally): string {
+/** `extra`: panels of their own files placed after the projects (upstreams-panel.ts). */
+export function operatorPage(viewer: DashboardViewer, summaries: readonly ProjectSummary[], alerts: readonly AlertRecord[], unattributed?: TrafficTally, extra?: SafeHtml): string {
   return layout(
     'Operator',
     viewer,
     html`<div class="page-head"><h1>Operator view</h1><span class="muted small live-note">updates every ${REFRESH_MS / 1000} s</span></div>
-    <div data-live="/dashboard/fragments/operator">${operatorFragment(summaries, alerts, unattributed)}</div>`,
+    <div data-live="/dashboard/fragments/operator">${operatorFragment(summaries, alerts, unattributed)}</div>${extra}`,
     { active: 'operator' },
   )
 }

@@ -288,6 +288,7 @@ export class Gateway {
       dashboard: dashboard({ store: this.store, alerts: this.alerts, traffic: this.traffic, projects: () => this.#table.projects, auth: (req) => this.dashboardAuth(req),
         workstationBase: () => (this.#workstations ? this.#workstations.publicUrl ?? this.address : undefined),
         alertConfig: (projectId) => this.#table.config.projects.find((p) => p.id === projectId)?.alerts,
+        upstreams: () => this.#upstreams.values(),
       }),
     })
     const host = this.#options.host ?? config.server.listen.host

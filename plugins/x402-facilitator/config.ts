@@ -16,10 +16,13 @@
  */
 import type { JsonSchema } from '../../core/proxy/plugin-api.ts'
 import type { EvmAssetInfo } from './evm/chains.ts'
+import { rpcUpstreamSchema } from './rpc-pool-schema.ts'
 import { svmNetworksSchema, type SvmNetworkConfig } from './svm/config.ts'
 
 export interface NetworkConfig {
   rpcUrl?: string | null
+  /** Named upstream (a pool of chain RPC targets); exclusive with rpcUrl and upstream. */
+  rpcUpstream?: string
   signerKeyEnv: string
   assets?: EvmAssetInfo[]
   receiptTimeoutMs: number
@@ -83,9 +86,10 @@ export const localChainProperties: Record<string, JsonSchema> = {
 const networkSchema: JsonSchema = {
   type: 'object',
   additionalProperties: false,
-  description: 'How one chain/network is served: in process on a chain RPC (rpcUrl + signerKeyEnv), or by another facilitator (upstream).',
+  description: 'How one chain/network is served: in process on a chain RPC (rpcUrl or rpcUpstream, + signerKeyEnv), or by another facilitator (upstream).',
   properties: {
     ...localChainProperties,
+    rpcUpstream: rpcUpstreamSchema,
     upstream: {
       type: 'string',
       minLength: 1,

@@ -22,7 +22,10 @@ import { verdictStatus, type Facilitator, type FacilitatorAnswer } from './facil
 import { networkUnavailable, paymentRequestFailed } from './failures.ts'
 
 export interface LocalChainSettings {
+  /** The chain RPC; with `rpcFetch`, only a label (the pool picks the target). */
   rpcUrl: string
+  /** A pool's fetch (rpc-pool.ts) for an `rpcUpstream`: reads fail over, sends go once. */
+  rpcFetch?: typeof fetch
   /** Accepted assets; default the network's USDC (evm/chains.ts). */
   assets?: EvmAssetInfo[]
   receiptTimeoutMs: number
@@ -75,7 +78,7 @@ export class LocalFacilitator implements Facilitator {
   ): Promise<LocalFacilitator> {
     const chain = createEvmChainContext({
       network, rpcUrl: settings.rpcUrl, signerPrivateKey, assets: settings.assets,
-      pollingIntervalMs: settings.pollingIntervalMs, rpcTimeoutMs: settings.rpcTimeoutMs,
+      pollingIntervalMs: settings.pollingIntervalMs, rpcTimeoutMs: settings.rpcTimeoutMs, rpcFetch: settings.rpcFetch,
     })
     const facilitator = new LocalFacilitator(label, chain, settings, deps)
     await facilitator.#check()

@@ -9,6 +9,7 @@ import type { FacilitatorConfig, NetworkConfig } from './config.ts'
 import { UnconfiguredFacilitator, type Facilitator } from './facilitator.ts'
 import { LocalFacilitator } from './local-facilitator.ts'
 import { RemoteFacilitator } from './remote-facilitator.ts'
+import { poolFetch, poolPlaceholderUrl, rpcPoolOf } from './rpc-pool.ts'
 import { readSignerKey } from './signer-key.ts'
 import { buildSvmNetwork } from './svm/build.ts'
 import type { SvmNetworkConfig } from './svm/config.ts'
@@ -18,13 +19,16 @@ export const SETTLEMENTS_COLLECTION = 'x402-settlements'
 
 async function build(label: string, chainId: number, settings: NetworkConfig, config: FacilitatorConfig, init: PluginInit): Promise<Facilitator | undefined> {
   const rpcUrl = settings.rpcUrl?.trim()
-  if (rpcUrl && settings.upstream) throw new Error(`${label}: set either rpcUrl (in-process) or upstream, not both`)
+  const sources = [rpcUrl && 'rpcUrl', settings.rpcUpstream && 'rpcUpstream', settings.upstream && 'upstream'].filter(Boolean)
+  if (sources.length > 1) throw new Error(`${label}: set only one of rpcUrl, rpcUpstream (in-process) or upstream, not ${sources.join(' and ')}`)
   if (settings.upstream) {
     if (!init.upstreamNames.includes(settings.upstream)) throw new Error(`${label}: unknown upstream "${settings.upstream}"`)
     return new RemoteFacilitator(label, init.upstream(settings.upstream), init.log, chainId)
   }
-  if (!rpcUrl) return undefined
-  if (!/^https?:\/\//.test(rpcUrl)) throw new Error(`${label}: rpcUrl must be an http(s) URL`)
+  // rpcUpstream: a pool of chain RPCs (gateway.yaml upstream with targets); rpcUrl: one, as before.
+  const pool = settings.rpcUpstream ? rpcPoolOf(label, settings.rpcUpstream, init) : undefined
+  if (!rpcUrl && !pool) return undefined
+  if (rpcUrl && !/^https?:\/\//.test(rpcUrl)) throw new Error(`${label}: rpcUrl must be an http(s) URL`)
   const key = readSignerKey(settings.signerKeyEnv)
   if (!key.ok) {
     // The client gets the plain 501; only the log names the variable.
@@ -32,7 +36,8 @@ async function build(label: string, chainId: number, settings: NetworkConfig, co
     return new UnconfiguredFacilitator(label)
   }
   return LocalFacilitator.open(label, chainId, key.key, {
-    rpcUrl,
+    rpcUrl: pool ? poolPlaceholderUrl(pool) : rpcUrl!,
+    ...(pool ? { rpcFetch: poolFetch(pool) } : {}),
     assets: settings.assets,
     receiptTimeoutMs: settings.receiptTimeoutMs,
     rpcTimeoutMs: settings.rpcTimeoutMs,

@@ -4,10 +4,13 @@
  */
 import type { JsonSchema } from '../../core/proxy/plugin-api.ts'
 import { assetSchema, localChainProperties } from '../x402-facilitator/config.ts'
+import { rpcUpstreamSchema } from '../x402-facilitator/rpc-pool-schema.ts'
 import type { EvmAssetInfo } from '../x402-facilitator/evm/chains.ts'
 
 export interface PaywallFacilitatorConfig {
   rpcUrl?: string | null
+  /** Named upstream (a pool of chain RPC targets) instead of rpcUrl. */
+  rpcUpstream?: string
   signerKeyEnv: string
   receiptTimeoutMs: number
   rpcTimeoutMs: number
@@ -71,13 +74,14 @@ const { assets: _assets, ...chainProperties } = localChainProperties
 const facilitatorSchema: JsonSchema = {
   type: 'object',
   additionalProperties: false,
-  description: 'Who verifies and settles payments on this network: in process on a chain RPC (rpcUrl + signerKeyEnv), or a facilitator over HTTP (upstream).',
+  description: 'Who verifies and settles payments on this network: in process on a chain RPC (rpcUrl or rpcUpstream, + signerKeyEnv), or a facilitator over HTTP (upstream).',
   properties: {
     ...chainProperties,
     rpcUrl: {
       type: ['string', 'null'],
-      description: 'JSON-RPC URL of the chain, for the in-process facilitator. Empty, or signerKeyEnv unset: the network is left out of the offer.',
+      description: 'JSON-RPC URL of the chain, for the in-process facilitator. Empty (and no rpcUpstream), or signerKeyEnv unset: the network is left out of the offer.',
     },
+    rpcUpstream: rpcUpstreamSchema,
     upstream: {
       type: 'string',
       minLength: 1,

@@ -12,6 +12,7 @@ import type { Facilitator } from '../x402-facilitator/facilitator.ts'
 import { LocalFacilitator } from '../x402-facilitator/local-facilitator.ts'
 import { SETTLEMENTS_COLLECTION } from '../x402-facilitator/networks.ts'
 import { RemoteFacilitator } from '../x402-facilitator/remote-facilitator.ts'
+import { poolFetch, poolPlaceholderUrl, rpcPoolOf } from '../x402-facilitator/rpc-pool.ts'
 import { readSignerKey } from '../x402-facilitator/signer-key.ts'
 import type { PaywallConfig, PaywallNetworkConfig } from './config.ts'
 import { networkOffer } from './evm-offer.ts'
@@ -30,13 +31,16 @@ async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: Pl
   const rpcUrl = settings.rpcUrl?.trim()
   const label = entry.network
   const upto = config.scheme === 'upto'
-  if (rpcUrl && settings.upstream) throw new Error(`network ${label}: set either facilitator.rpcUrl or facilitator.upstream, not both`)
+  const sources = [rpcUrl && 'rpcUrl', settings.rpcUpstream && 'rpcUpstream', settings.upstream && 'upstream'].filter(Boolean)
+  if (sources.length > 1) throw new Error(`network ${label}: set only one of facilitator.rpcUrl, facilitator.rpcUpstream or facilitator.upstream, not ${sources.join(' and ')}`)
   if (settings.upstream) {
     if (!init.upstreamNames.includes(settings.upstream)) throw new Error(`network ${label}: unknown upstream "${settings.upstream}"`)
     const offer = networkOffer(config, entry, upto ? settings.facilitatorAddress : undefined)
     return { offer, facilitator: new RemoteFacilitator(label, init.upstream(settings.upstream), init.log) }
   }
-  if (!rpcUrl) {
+  // rpcUpstream: a pool of chain RPCs (reads fail over, sends go once; x402-facilitator/rpc-pool.ts).
+  const pool = settings.rpcUpstream ? rpcPoolOf(`network ${label}`, settings.rpcUpstream, init) : undefined
+  if (!rpcUrl && !pool) {
     init.log.warn({ network: label }, 'x402 paywall network left out: facilitator.rpcUrl is empty')
     return undefined
   }
@@ -48,7 +52,8 @@ async function open(config: PaywallConfig, entry: PaywallNetworkConfig, init: Pl
   // upto offers name the address that settles: in process, the signer key's.
   const offer = networkOffer(config, entry, upto ? privateKeyToAccount(key.key).address : undefined)
   const facilitator = await LocalFacilitator.open(label, offer.chainId, key.key, {
-    rpcUrl,
+    rpcUrl: pool ? poolPlaceholderUrl(pool) : rpcUrl!,
+    ...(pool ? { rpcFetch: poolFetch(pool) } : {}),
     assets: [offer.asset],
     receiptTimeoutMs: settings.receiptTimeoutMs,
     rpcTimeoutMs: settings.rpcTimeoutMs,

@@ -8,6 +8,7 @@ import type { PluginInit } from '../../core/proxy/plugin-api.ts'
 import { settlementRecordsFrom } from '../x402-facilitator/evm/records.ts'
 import type { Facilitator } from '../x402-facilitator/facilitator.ts'
 import { SETTLEMENTS_COLLECTION } from '../x402-facilitator/networks.ts'
+import { poolFetch, poolPlaceholderUrl, rpcPoolOf } from '../x402-facilitator/rpc-pool.ts'
 import { SvmFacilitator } from '../x402-facilitator/svm/facilitator.ts'
 import { readSvmSignerKey } from '../x402-facilitator/svm/keys.ts'
 import { svmNetworks, type SvmNetwork } from '../x402-facilitator/svm/networks.ts'
@@ -45,7 +46,10 @@ export async function openSvmPaidNetwork(
   const settings = entry.facilitator
   if (settings.upstream) throw new Error(`network ${entry.network}: Solana networks need the in-process facilitator (rpcUrl), not an upstream`)
   const rpcUrl = settings.rpcUrl?.trim()
-  if (!rpcUrl) {
+  if (rpcUrl && settings.rpcUpstream) throw new Error(`network ${entry.network}: set either facilitator.rpcUrl or facilitator.rpcUpstream, not both`)
+  // rpcUpstream: a pool of cluster RPCs (reads fail over, sendTransaction goes once; x402-facilitator/rpc-pool.ts).
+  const pool = settings.rpcUpstream ? rpcPoolOf(`network ${entry.network}`, settings.rpcUpstream, init) : undefined
+  if (!rpcUrl && !pool) {
     init.log.warn({ network: entry.network }, 'x402 paywall network left out: facilitator.rpcUrl is empty')
     return undefined
   }
@@ -57,7 +61,7 @@ export async function openSvmPaidNetwork(
   const asset = (entry.asset ?? { address: network.defaultUsdc, decimals: 6 }) as PaywallSvmAsset
   const offer = svmNetworkOffer(config, entry, network, key.signer.address)
   const facilitator = await SvmFacilitator.open(entry.network, network, [key.signer], {
-    rpcUrl, assets: [asset], rpcTimeoutMs: settings.rpcTimeoutMs, confirmTimeoutMs: settings.receiptTimeoutMs,
+    rpcUrl: pool ? poolPlaceholderUrl(pool) : rpcUrl!, ...(pool ? { rpcFetch: poolFetch(pool) } : {}), assets: [asset], rpcTimeoutMs: settings.rpcTimeoutMs, confirmTimeoutMs: settings.receiptTimeoutMs,
     pollingIntervalMs: settings.pollingIntervalMs, maxComputeUnitPrice: 5_000_000, maxComputeUnits: 200_000,
     recheckIntervalMs: config.recheckIntervalMs,
   }, settlementRecordsFrom(init.store.documents(SETTLEMENTS_COLLECTION), 'x402-paywall'), init.log)

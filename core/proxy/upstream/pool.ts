@@ -71,7 +71,8 @@ export class UpstreamPool {
   /** The path a caller built from `basePath`, moved onto another target's prefix. */
   pathFor(target: Target, path: string): string {
     if (target.basePath === this.basePath || !path.startsWith(this.basePath)) return path
-    return target.basePath + path.slice(this.basePath.length)
+    // '/v2/key' moved onto a target without a prefix is '/', never '' (undici refuses an empty path).
+    return target.basePath + path.slice(this.basePath.length) || '/'
   }
 
   async close(): Promise<void> {

@@ -15,7 +15,8 @@ import { TimeoutError } from 'viem'
 /** Largest chain RPC answer read (viem's own default cap is 10 MiB too). */
 export const MAX_RPC_ANSWER_BYTES = 10 * 1024 * 1024
 
-export function boundedFetch(timeoutMs: number, maxBytes = MAX_RPC_ANSWER_BYTES): typeof fetch {
+/** `base` is the fetch that does the exchange: the global one, or a pool's (rpc-pool.ts). */
+export function boundedFetch(timeoutMs: number, maxBytes = MAX_RPC_ANSWER_BYTES, base: typeof fetch = fetch): typeof fetch {
   return async (input, init) => {
     const deadline = new AbortController()
     const timer = setTimeout(() => {
@@ -24,7 +25,7 @@ export function boundedFetch(timeoutMs: number, maxBytes = MAX_RPC_ANSWER_BYTES)
     }, timeoutMs)
     const signal = init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal
     try {
-      const response = await fetch(input, { ...init, signal })
+      const response = await base(input, { ...init, signal })
       const body = await readCapped(response, maxBytes)
       return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
     } catch (error) {

@@ -46,6 +46,8 @@ export interface EvmChainOptions {
   pollingIntervalMs?: number
   /** Per-RPC-call timeout, head and body; default 10 s. */
   rpcTimeoutMs?: number
+  /** Does the HTTP exchange instead of the global fetch: a pool's (rpc-pool.ts), for `rpcUpstream`. */
+  rpcFetch?: typeof fetch
   /** viem transport retries; default 0 (a revert must not cost retries; settle has its own bounds). */
   rpcRetryCount?: number
   now?: () => number
@@ -77,7 +79,7 @@ export function createEvmChainContext(options: EvmChainOptions): EvmChainContext
   const timeout = options.rpcTimeoutMs ?? 10_000
   // batch: the reads of one verify (started in the same tick) travel as one JSON-RPC batch.
   // viem's timeout stops at the head; the bounded fetch holds the body to the same deadline.
-  const transport = http(options.rpcUrl, { retryCount: options.rpcRetryCount ?? 0, timeout, batch: true, fetchFn: boundedFetch(timeout) })
+  const transport = http(options.rpcUrl, { retryCount: options.rpcRetryCount ?? 0, timeout, batch: true, fetchFn: boundedFetch(timeout, undefined, options.rpcFetch) })
   const account = privateKeyToAccount(options.signerPrivateKey)
   return {
     chainId,

@@ -11,9 +11,12 @@
  * ```
  */
 import type { JsonSchema } from '../../../core/proxy/plugin-api.ts'
+import { rpcUpstreamSchema } from '../rpc-pool-schema.ts'
 
 export interface SvmNetworkConfig {
   rpcUrl?: string | null
+  /** Named upstream (a pool of cluster RPC targets); exclusive with rpcUrl. */
+  rpcUpstream?: string
   signerKeyEnv: string
   assets?: { address: string; decimals: number; tokenProgram?: string }[]
   rpcTimeoutMs: number
@@ -30,7 +33,8 @@ const svmNetworkSchema: JsonSchema = {
   additionalProperties: false,
   description: 'A Solana network served in process on a cluster RPC.',
   properties: {
-    rpcUrl: { type: ['string', 'null'], description: 'Solana JSON-RPC URL (never shown to clients). Empty or null: the network answers 501.' },
+    rpcUrl: { type: ['string', 'null'], description: 'Solana JSON-RPC URL (never shown to clients). Empty or null (and no rpcUpstream): the network answers 501.' },
+    rpcUpstream: rpcUpstreamSchema,
     signerKeyEnv: {
       type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', default: 'X402_SOLANA_FACILITATOR_KEY',
       description: 'NAME of the environment variable holding the fee payer secret key (base58 of 64 bytes, or a JSON array of 64 numbers). Unset: 501.',

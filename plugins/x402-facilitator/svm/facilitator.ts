@@ -28,7 +28,10 @@ export interface SvmAssetConfig {
 }
 
 export interface SvmNetworkSettings {
+  /** The cluster RPC; with `rpcFetch`, only a label (the pool picks the target). */
   rpcUrl: string
+  /** A pool's fetch (rpc-pool.ts) for an `rpcUpstream`: reads fail over, sendTransaction goes once. */
+  rpcFetch?: typeof fetch
   assets?: SvmAssetConfig[]
   rpcTimeoutMs: number
   confirmTimeoutMs: number
@@ -60,7 +63,7 @@ export class SvmFacilitator implements Facilitator {
     this.#log = log
     this.#configured = settings.assets ?? [{ address: network.defaultUsdc, decimals: 6, tokenProgram: TOKEN_PROGRAM }]
     this.context = {
-      network, label, rpc: new SvmRpc(settings.rpcUrl, settings.rpcTimeoutMs),
+      network, label, rpc: new SvmRpc(settings.rpcUrl, settings.rpcTimeoutMs, settings.rpcFetch),
       signers: new Map(signers.map((s) => [s.address, s])), assets: this.#assets,
       maxComputeUnitPrice: BigInt(settings.maxComputeUnitPrice), maxComputeUnits: settings.maxComputeUnits,
     }

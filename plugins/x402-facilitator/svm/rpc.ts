@@ -33,17 +33,20 @@ export class SvmRpc {
   readonly #url: string
   readonly #timeoutMs: number
   readonly #dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 32 })
+  /** The exchange: the global fetch on `url`, or a pool's (rpc-pool.ts) for an `rpcUpstream`. */
+  readonly #fetch: typeof fetch
   #id = 0
 
-  constructor(url: string, timeoutMs: number) {
+  constructor(url: string, timeoutMs: number, fetchFn: typeof fetch = fetch) {
     this.#url = url
     this.#timeoutMs = timeoutMs
+    this.#fetch = fetchFn
   }
 
   async call<T>(method: string, params: unknown[]): Promise<T> {
     let answer: any
     try {
-      const response = await fetch(this.#url, {
+      const response = await this.#fetch(this.#url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ jsonrpc: '2.0', id: ++this.#id, method, params }),
