@@ -12,6 +12,7 @@ export interface ClientAbortListener {
 let sequence = 0
 /** Credential headers of every request; a request's own set is made only when a plugin adds one. */
 const DEFAULT_SECRET_HEADERS: ReadonlySet<string> = new Set(['x-api-key', 'x-api-secret'])
+const NO_PARAMS: readonly string[] = []
 const prefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`
 
 export class Context implements RequestContext {
@@ -32,6 +33,8 @@ export class Context implements RequestContext {
   // The collections below are made on first use: most requests never touch them, and each one
   // allocated per request shows in the garbage collector's share at a few thousand requests/s.
   #secretParams?: Set<string>
+  /** The route's credential params (its table's array, never written): read until a plugin asks for its own set. */
+  #routeSecretParams: readonly string[] = NO_PARAMS
   #secretHeaders?: Set<string>
   #state?: Map<string, unknown>
   #logFields?: Record<string, unknown>
@@ -78,7 +81,13 @@ export class Context implements RequestContext {
   }
 
   get secretParams(): Set<string> {
-    return (this.#secretParams ??= new Set())
+    return (this.#secretParams ??= new Set(this.#routeSecretParams))
+  }
+
+  /** The credential params the route's plugins declared at load: shared with every request of the route, not copied. */
+  useRouteSecretParams(names: readonly string[]): void {
+    if (this.#secretParams) for (const name of names) this.#secretParams.add(name)
+    else this.#routeSecretParams = names
   }
 
   get secretHeaders(): Set<string> {
@@ -100,12 +109,12 @@ export class Context implements RequestContext {
 
   /** Whether any path param is a credential, without making the set. */
   get hasSecretParams(): boolean {
-    return this.#secretParams !== undefined && this.#secretParams.size > 0
+    return this.#secretParams !== undefined ? this.#secretParams.size > 0 : this.#routeSecretParams.length > 0
   }
 
   /** {@link secretParams}`.has(name)`, without making the set. */
   isSecretParam(name: string): boolean {
-    return this.#secretParams?.has(name) ?? false
+    return this.#secretParams !== undefined ? this.#secretParams.has(name) : this.#routeSecretParams.includes(name)
   }
 
   /** Log fields plugins added, if any (for the access line). */
