@@ -25,7 +25,9 @@ export class Context implements RequestContext {
   readonly clientIp: string
   routeName = '-'
   params: Readonly<Record<string, string>> = {}
-  redactedPath: string
+  /** The matched route's pattern segments (pipeline.ts): what {@link redactedPath} is built from. */
+  routePattern: readonly string[] | undefined = undefined
+  #redactedPath?: string
   project?: Project
   apiKey?: ApiKeyRecord
   refused?: { project?: Project; key?: ApiKeyRecord; reason: string }
@@ -74,10 +76,23 @@ export class Context implements RequestContext {
     this.id = requestId ?? prefix + (++sequence).toString(36)
     this.method = method
     this.path = path
-    this.redactedPath = path
     this.#rawQuery = rawQuery
     this.headers = headers
     this.clientIp = clientIp
+  }
+
+  /**
+   * The path with every credential param as `***`, for logs: built when read (the access line, a
+   * plugin that logs), never on a request nobody logs, and from the credential params known at that
+   * moment. Before a route matched: the path itself (no param of it is known to be a credential).
+   */
+  get redactedPath(): string {
+    if (this.#redactedPath !== undefined) return this.#redactedPath
+    return this.routePattern === undefined ? this.path : pathWithout(this.routePattern, this, '***')
+  }
+
+  set redactedPath(value: string) {
+    this.#redactedPath = value
   }
 
   get secretParams(): Set<string> {
@@ -173,4 +188,20 @@ export class Context implements RequestContext {
     this.ownHeaders = own
     this.answered = true
   }
+}
+
+/** The path of `pattern` with credential params replaced (`***`, for logs) or removed (`''`, for upstreams). */
+export function pathWithout(pattern: readonly string[], ctx: Context, replacement: string): string {
+  let out = ''
+  for (const part of pattern) {
+    const first = part.charCodeAt(0)
+    if (first !== 58 && first !== 42) out += '/' + part
+    else {
+      const name = part.slice(1)
+      const value = ctx.params[name] ?? ''
+      if (ctx.isSecretParam(name)) out += replacement ? '/' + replacement : ''
+      else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
+    }
+  }
+  return out || '/'
 }

@@ -11,7 +11,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
-import { Context } from './context.ts'
+import { Context, pathWithout } from './context.ts'
 import { errors, GatewayError, toGatewayError } from './errors.ts'
 import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody, remainingMs } from './http/body.ts'
@@ -52,22 +52,6 @@ async function runSteps(steps: Step[], ctx: Context): Promise<void> {
   }
 }
 
-/** The path with credential params replaced (`***`, for logs) or removed (`''`, for upstreams). */
-function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): string {
-  let out = ''
-  for (const part of route.pattern) {
-    const first = part.charCodeAt(0)
-    if (first !== 58 && first !== 42) out += '/' + part
-    else {
-      const name = part.slice(1)
-      const value = ctx.params[name] ?? ''
-      if (ctx.isSecretParam(name)) out += replacement ? '/' + replacement : ''
-      else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
-    }
-  }
-  return out || '/'
-}
-
 const EXCHANGE = Symbol('exchange')
 
 /** One request's journey; a class so that the hot path creates no closures per request. */
@@ -103,13 +87,14 @@ class Exchange {
       const route = (this.route = match.value)
       ctx.routeName = route.name
       ctx.params = match.params
+      ctx.routePattern = route.pattern
       if (route.secretParams.length) ctx.useRouteSecretParams(route.secretParams)
       ctx.apiType = route.config.apiType
       ctx.upstream = route.config.upstream
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
       if (route.request.length) await runSteps(route.request, ctx)
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
-      if (!route.rewrite && ctx.hasSecretParams && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
+      if (!route.rewrite && ctx.hasSecretParams && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route.pattern, ctx, '')
       if (!ctx.answered && route.bodyNeed) {
         await readRequestBody(route, ctx, req)
         await runSteps(route.body, ctx)
@@ -326,7 +311,6 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
   // logger's level (`log.level: warn` drops the 2xx lines) no field is formatted.
   const level = status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info'
   if (!log.isLevelEnabled(level)) return
-  if (route) ctx.redactedPath = pathWithout(route, ctx, '***')
   log[level]({
     reqId: ctx.id,
     route: ctx.routeName,
