@@ -5,8 +5,9 @@
  * chain (key-in-path auth, credit meter, rate limit, metrics) and its empty chain under callgrind
  * (bench/instructions.ts); the guard prints instructions per request of both, their ratio
  * (baseline / working tree: above 1, the working tree is cheaper) and the functions whose
- * instructions per request changed most. Instruction counts repeat on a busy machine, where
- * wall-clock figures drift by more than the changes they should catch. `--wall` also runs
+ * instructions per request changed most. Two trees counted side by side (both gateways at once)
+ * compare on a busy machine, where wall-clock figures drift by more than the changes they should
+ * catch; counts taken at different times do not (bench/instructions.ts says why). `--wall` also runs
  * bench/revision-bench.ts (gateway CPU µs per request with wrk, same baseline) for the time view.
  *
  *   npm run bench:guard [-- --baseline REV] [--chain typical|empty|both] [--requests 1000]
@@ -22,7 +23,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { diffRuns, measureGateway, type InstructionRun } from './instructions.ts'
+import { diffRuns, measureGateway, ownJavaScript, type InstructionRun } from './instructions.ts'
 import { killAllSync, pinSelf, stopAll } from './lib/processes.ts'
 import { unpackRevision } from './lib/revision.ts'
 import { LOAD_CORE, startUpstream } from './lib/targets.ts'
@@ -82,6 +83,14 @@ async function main(): Promise<void> {
     }
     console.log('\nAbove 1: the working tree is cheaper per request than the baseline. Read the last column when the')
     console.log('compiler share differs much between the two (a JIT not yet settled after the warm-up: raise --warmup).')
+    console.log('The totals also hold work that grows with the window\'s wall-clock length (timers, background compiler,')
+    console.log('concurrent marking): they move by ±10% from run to run. The project\'s own JavaScript moves by a few %:\n')
+    console.log(`| chain | own JS (core/, plugins/) baseline ${short} | working tree | counted window, seconds (baseline / working tree) |`)
+    console.log('|---|---:|---:|---:|')
+    for (const chain of chains) {
+      const [b, t] = [byChain(base, chain), byChain(tree, chain)]
+      console.log(`| ${chain} | ${ownJavaScript(b).toFixed(0)} | ${ownJavaScript(t).toFixed(0)} | ${b.seconds.toFixed(0)} / ${t.seconds.toFixed(0)} |`)
+    }
     for (const chain of chains) {
       console.log(`\n### Functions that changed most, ${chain} chain (instructions per request)\n`)
       console.log(diffRuns(byChain(base, chain), byChain(tree, chain), top))

@@ -11,7 +11,12 @@
  * times faster). Per chain: `--warmup` requests (JIT, caches), then instrumentation on
  * (`callgrind_control -i on`), `--requests` requests, the counters dumped (`callgrind_control -d`)
  * and instrumentation off again: the total over every thread of the gateway (V8's compiler and GC threads
- * included) divided by the requests. Timers that fire meanwhile (a few per second) are included.
+ * included) divided by the requests. Timers that fire meanwhile (a few per second) are included, and
+ * so is background work (V8's compiler, concurrent marking): the totals grow with the window's
+ * wall-clock length, so a slower window (a busier machine) counts more per request (measured on
+ * the typical chain: 730k per request in a 176 s window beside two other gateways, 350k for a tree
+ * differing only by a few allocations in a 36 s window alone).
+ * Compare revisions measured at the same time (bench:guard does) and read their own-JS rows.
  *
  * `--attribute` also starts node with `--perf-basic-prof --interpreted-frames-native-stack` and
  * prints the instructions per request of the top functions, JIT-compiled JavaScript named through
@@ -154,6 +159,8 @@ export interface InstructionRun {
   withoutCompiler: number
   dump: string
   perfMap?: string
+  /** Wall-clock length of the counted window. */
+  seconds: number
 }
 
 export interface RunOptions {
@@ -204,7 +211,7 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
   ])
   const runs: InstructionRun[] = []
   const origin = `http://127.0.0.1:${port}`
-  const dumps: { chain: 'empty' | 'typical'; dump: string }[] = []
+  const dumps: { chain: 'empty' | 'typical'; dump: string; seconds: number }[] = []
   try {
     const started = Date.now()
     await waitForHttp(`${origin}/bench`, proc, 200, 3_600_000)
@@ -218,23 +225,38 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
       await sendRequests(origin, path, options.requests, options.connections)
       callgrindControl(proc.pid, '-d')
       callgrindControl(proc.pid, '-i', 'off')
-      console.error(`[instructions] ${label}, ${chain} chain: ${options.requests} requests counted in ${((Date.now() - counting) / 1000).toFixed(0)} s`)
+      const seconds = (Date.now() - counting) / 1000
+      console.error(`[instructions] ${label}, ${chain} chain: ${options.requests} requests counted in ${seconds.toFixed(0)} s`)
       const dump = `${outBase}.${proc.pid}.${dumps.length + 1}`
       if (!existsSync(dump)) throw new Error(`callgrind wrote no ${dump}`)
-      dumps.push({ chain, dump })
+      dumps.push({ chain, dump, seconds })
     }
   } finally {
     await stopProcess(proc, 60_000)
   }
   // Read once the gateway is stopped: callgrind_annotate takes a while on a dump with JIT code.
   const perfMap = options.attribute ? `/tmp/perf-${proc.pid}.map` : undefined
-  for (const { chain, dump } of dumps) {
+  for (const { chain, dump, seconds } of dumps) {
     const { total, byName } = namedCosts(dump, perfMap)
     const compiler = byName.get(COMPILER_KEY) ?? 0
-    runs.push({ label, chain, requests: options.requests, instructions: total, perRequest: total / options.requests, withoutCompiler: (total - compiler) / options.requests, dump, perfMap })
+    runs.push({ label, chain, requests: options.requests, instructions: total, perRequest: total / options.requests, withoutCompiler: (total - compiler) / options.requests, dump, perfMap, seconds })
     console.error(`[instructions] ${label}, ${chain} chain: ${(total / options.requests).toFixed(0)} instructions/request, ${((total - compiler) / options.requests).toFixed(0)} without the optimizing compiler`)
   }
   return runs
+}
+
+/**
+ * The project's own JavaScript per request (core/, plugins/: self instructions of its functions, JIT
+ * tiers together): it moves by a few % between runs where the totals move by ±10%, since the totals
+ * also hold work that grows with the window's wall-clock length (timers, V8's background compiler,
+ * concurrent marking and the scavenges it slows). Two revisions' totals compare only when they were
+ * measured at the same time over windows of similar length (`seconds`).
+ */
+export function ownJavaScript(run: InstructionRun): number {
+  const { byName } = namedCosts(run.dump, run.perfMap)
+  let own = 0
+  for (const [name, n] of byName) if (/^JS:\S* (?:core|plugins)\//.test(name)) own += n
+  return own / run.requests
 }
 
 /** The functions whose instructions per request changed most between two attributed runs. */
@@ -300,9 +322,9 @@ async function main(): Promise<void> {
     const upstream = await startUpstream(dir)
     const runs = await measureGateway({ label, root, dir, upstreamUrl: upstream.url, chains: [...chains], warmup, requests, connections, attribute: values.attribute })
     console.log(`## Gateway instructions per request (callgrind), ${label}: ${warmup} warm-up, ${requests} counted, ${connections} connections${values.attribute ? ', attributed (perf map flags on)' : ''}\n`)
-    console.log('| chain | instructions/request | without the optimizing compiler |')
-    console.log('|---|---:|---:|')
-    for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} |`)
+    console.log(`| chain | instructions/request | without the optimizing compiler |${values.attribute ? ' own JS (core/, plugins/) |' : ''} counted window, s |`)
+    console.log(`|---|---:|---:|${values.attribute ? '---:|' : ''}---:|`)
+    for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} |${values.attribute ? ` ${ownJavaScript(run).toFixed(0)} |` : ''} ${run.seconds.toFixed(0)} |`)
     if (values.attribute) for (const run of runs) console.log(`\n${topFunctions(run, top)}`)
     if (keep) console.log(`\ncallgrind files: ${runs.map((r) => r.dump).join(' ')}${values.attribute ? ` (perf maps: ${runs.map((r) => r.perfMap).join(' ')})` : ''}`)
   } finally {

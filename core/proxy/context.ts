@@ -12,6 +12,7 @@ export interface ClientAbortListener {
 let sequence = 0
 /** Credential headers of every request; a request's own set is made only when a plugin adds one. */
 const DEFAULT_SECRET_HEADERS: ReadonlySet<string> = new Set(['x-api-key', 'x-api-secret'])
+const NO_PARAMS: readonly string[] = []
 const prefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`
 
 export class Context implements RequestContext {
@@ -24,7 +25,9 @@ export class Context implements RequestContext {
   readonly clientIp: string
   routeName = '-'
   params: Readonly<Record<string, string>> = {}
-  redactedPath: string
+  /** The matched route's pattern segments (pipeline.ts): what {@link redactedPath} is built from. */
+  routePattern: readonly string[] | undefined = undefined
+  #redactedPath?: string
   project?: Project
   apiKey?: ApiKeyRecord
   refused?: { project?: Project; key?: ApiKeyRecord; reason: string }
@@ -32,6 +35,8 @@ export class Context implements RequestContext {
   // The collections below are made on first use: most requests never touch them, and each one
   // allocated per request shows in the garbage collector's share at a few thousand requests/s.
   #secretParams?: Set<string>
+  /** The route's credential params (its table's array, never written): read until a plugin asks for its own set. */
+  #routeSecretParams: readonly string[] = NO_PARAMS
   #secretHeaders?: Set<string>
   #state?: Map<string, unknown>
   #logFields?: Record<string, unknown>
@@ -71,14 +76,33 @@ export class Context implements RequestContext {
     this.id = requestId ?? prefix + (++sequence).toString(36)
     this.method = method
     this.path = path
-    this.redactedPath = path
     this.#rawQuery = rawQuery
     this.headers = headers
     this.clientIp = clientIp
   }
 
+  /**
+   * The path with every credential param as `***`, for logs: built when read (the access line, a
+   * plugin that logs), never on a request nobody logs, and from the credential params known at that
+   * moment. Before a route matched: the path itself (no param of it is known to be a credential).
+   */
+  get redactedPath(): string {
+    if (this.#redactedPath !== undefined) return this.#redactedPath
+    return this.routePattern === undefined ? this.path : pathWithout(this.routePattern, this, '***')
+  }
+
+  set redactedPath(value: string) {
+    this.#redactedPath = value
+  }
+
   get secretParams(): Set<string> {
-    return (this.#secretParams ??= new Set())
+    return (this.#secretParams ??= new Set(this.#routeSecretParams))
+  }
+
+  /** The credential params the route's plugins declared at load: shared with every request of the route, not copied. */
+  useRouteSecretParams(names: readonly string[]): void {
+    if (this.#secretParams) for (const name of names) this.#secretParams.add(name)
+    else this.#routeSecretParams = names
   }
 
   get secretHeaders(): Set<string> {
@@ -100,12 +124,12 @@ export class Context implements RequestContext {
 
   /** Whether any path param is a credential, without making the set. */
   get hasSecretParams(): boolean {
-    return this.#secretParams !== undefined && this.#secretParams.size > 0
+    return this.#secretParams !== undefined ? this.#secretParams.size > 0 : this.#routeSecretParams.length > 0
   }
 
   /** {@link secretParams}`.has(name)`, without making the set. */
   isSecretParam(name: string): boolean {
-    return this.#secretParams?.has(name) ?? false
+    return this.#secretParams !== undefined ? this.#secretParams.has(name) : this.#routeSecretParams.includes(name)
   }
 
   /** Log fields plugins added, if any (for the access line). */
@@ -164,4 +188,20 @@ export class Context implements RequestContext {
     this.ownHeaders = own
     this.answered = true
   }
+}
+
+/** The path of `pattern` with credential params replaced (`***`, for logs) or removed (`''`, for upstreams). */
+export function pathWithout(pattern: readonly string[], ctx: Context, replacement: string): string {
+  let out = ''
+  for (const part of pattern) {
+    const first = part.charCodeAt(0)
+    if (first !== 58 && first !== 42) out += '/' + part
+    else {
+      const name = part.slice(1)
+      const value = ctx.params[name] ?? ''
+      if (ctx.isSecretParam(name)) out += replacement ? '/' + replacement : ''
+      else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
+    }
+  }
+  return out || '/'
 }

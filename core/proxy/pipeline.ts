@@ -11,11 +11,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
-import { Context } from './context.ts'
+import { Context, pathWithout } from './context.ts'
 import { errors, GatewayError, toGatewayError } from './errors.ts'
 import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody, remainingMs } from './http/body.ts'
-import { forward } from './http/forward.ts'
+import { forward, type ForwardOptions } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
@@ -50,22 +50,6 @@ async function runSteps(steps: Step[], ctx: Context): Promise<void> {
     if (result) await result
     if (ctx.answered) return
   }
-}
-
-/** The path with credential params replaced (`***`, for logs) or removed (`''`, for upstreams). */
-function pathWithout(route: CompiledRoute, ctx: Context, replacement: string): string {
-  let out = ''
-  for (const part of route.pattern) {
-    const first = part.charCodeAt(0)
-    if (first !== 58 && first !== 42) out += '/' + part
-    else {
-      const name = part.slice(1)
-      const value = ctx.params[name] ?? ''
-      if (ctx.isSecretParam(name)) out += replacement ? '/' + replacement : ''
-      else if (value !== '') out += '/' + value.split('/').map(encodeURIComponent).join('/')
-    }
-  }
-  return out || '/'
 }
 
 const EXCHANGE = Symbol('exchange')
@@ -103,13 +87,14 @@ class Exchange {
       const route = (this.route = match.value)
       ctx.routeName = route.name
       ctx.params = match.params
-      for (const name of route.secretParams) ctx.secretParams.add(name)
+      ctx.routePattern = route.pattern
+      if (route.secretParams.length) ctx.useRouteSecretParams(route.secretParams)
       ctx.apiType = route.config.apiType
       ctx.upstream = route.config.upstream
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
       if (route.request.length) await runSteps(route.request, ctx)
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
-      if (!route.rewrite && ctx.hasSecretParams && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route, ctx, '')
+      if (!route.rewrite && ctx.hasSecretParams && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route.pattern, ctx, '')
       if (!ctx.answered && route.bodyNeed) {
         await readRequestBody(route, ctx, req)
         await runSteps(route.body, ctx)
@@ -197,15 +182,23 @@ async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, re
   }
   const upstream = deps.upstreams.get(ctx.upstream!)
   if (!upstream) throw errors.internal(`route ${route.name} names upstream ${ctx.upstream}, which does not exist`)
-  await forward(ctx, req, res, upstream, {
+  let forwarding = route.forwarding
+  if (forwarding === undefined || forwarding.safe.trustProxy !== deps.trustProxy) forwarding = route.forwarding = forwardingOf(deps, route)
+  await forward(ctx, req, res, upstream, route.config.idempotent === true || safeMethod(ctx.upstreamMethod ?? ctx.method) ? forwarding.safe : forwarding.unsafe)
+}
+
+/** The forwarder's options depend on the route and the gateway only: made on the route's first forwarded request, not on each. */
+function forwardingOf(deps: PipelineDeps, route: CompiledRoute): { safe: ForwardOptions; unsafe: ForwardOptions } {
+  const options: ForwardOptions = {
     trustProxy: deps.trustProxy,
     credentials: route.credentials,
     maxBodyBytes: route.maxBodyBytes,
     bodyTimeoutMs: route.bodyTimeoutMs,
     bufferResponseUpTo: route.wantsResponseBody ? route.config.maxResponseBodyBytes : 0,
-    retrySafe: route.config.idempotent === true || safeMethod(ctx.upstreamMethod ?? ctx.method),
+    retrySafe: true,
     commitHead: route.response.length ? commitHeadAfterPlugins : writeUpstreamHead,
-  })
+  }
+  return { safe: options, unsafe: { ...options, retrySafe: false } }
 }
 
 async function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promise<void> {
@@ -313,11 +306,12 @@ function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Cont
   deps.answered?.(ctx, status)
   if (ctx.upstreamMs !== undefined) metrics.upstreamDuration.observe(ctx.upstreamMs / 1000)
   if (!deps.accessLog) return
-  if (route) ctx.redactedPath = pathWithout(route, ctx, '***')
   const log = deps.log
-  // 4xx is the client's mistake (warn), 5xx the gateway's or the service's (error).
-  const line = status >= 500 ? log.error : status >= 400 ? log.warn : log.info
-  line.call(log, {
+  // 4xx is the client's mistake (warn), 5xx the gateway's or the service's (error). Below the
+  // logger's level (`log.level: warn` drops the 2xx lines) no field is formatted.
+  const level = status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info'
+  if (!log.isLevelEnabled(level)) return
+  log[level]({
     reqId: ctx.id,
     route: ctx.routeName,
     method: ctx.method,

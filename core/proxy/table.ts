@@ -13,6 +13,7 @@ import type { Store } from '../store/types.ts'
 import type { ProjectOverride } from '../store/settings/types.ts'
 import { mergeProjects } from '../projects/project-settings.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
+import type { ForwardOptions } from './http/forward.ts'
 import { credentialPolicy, type UpstreamCredentialPolicy } from './http/gateway-cookies.ts'
 import { type CoreMetrics, RouteMetrics } from './metrics.ts'
 import { collectErrorFormats, jsonErrorFormat } from './error-format.ts'
@@ -42,6 +43,8 @@ export interface CompiledRoute {
   bodyTimeoutMs: number
   /** Path params plugins declared as credentials at load (`init.secretParam`). */
   secretParams: string[]
+  /** The forwarder's options for a request that may be sent again and one that may not; made by pipeline.ts on first use. */
+  forwarding?: { safe: ForwardOptions; unsafe: ForwardOptions }
   errorFormat: ErrorFormatter
   metrics: RouteMetrics
   /** Enabled plugins of the chain in run order, handler last (`tollgate routes`). */

@@ -20,8 +20,8 @@
  */
 import { randomBytes } from 'node:crypto'
 import { errors } from '../../core/proxy/plugin-api.ts'
-import type { PluginDefinition, PluginInit, RequestContext, ResponseState } from '../../core/proxy/plugin-api.ts'
-import { sharedCounter } from '../_shared/metrics.ts'
+import type { CounterSeries, PluginDefinition, PluginInit, RequestContext, ResponseState } from '../../core/proxy/plugin-api.ts'
+import { sharedSeriesCounter } from '../_shared/metrics.ts'
 import { countItems } from './items.ts'
 import { CreditLedger, type MeteredRequest } from './ledger.ts'
 import { isPriced, jsonRpcPrice, measuredCost, startedKiB, type MethodPrices } from './pricing.ts'
@@ -149,16 +149,17 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   }
   const ledger = new CreditLedger(init.store)
   const policy: RefundPolicy = { refundStatuses: new Set(config.refundStatuses), refundUpstream5xx: config.refundUpstream5xx }
-  const consumed = sharedCounter(init.metrics, 'tollgate_credits_consumed_total', 'Credits charged (after refunds), by project and API type.', ['project', 'api_type'])
-  // Label children per project: labels() builds and validates a label object on every call.
-  const consumedBy = new Map<string, ReturnType<typeof consumed.labels>>()
+  // Bumped on every charged request: a series counter (one addition), not prom-client's inc, which
+  // hashes the label set into a new string and looks it up in a dictionary on each call.
+  const consumed = sharedSeriesCounter(init.metrics, 'tollgate_credits_consumed_total', 'Credits charged (after refunds), by project and API type.', ['project', 'api_type'])
+  const consumedBy = new Map<string, CounterSeries>()
   const consumedOf = (projectId: string) => {
-    let child = consumedBy.get(projectId)
-    if (child === undefined) {
-      child = consumed.labels(projectId, apiType)
-      consumedBy.set(projectId, child)
+    let series = consumedBy.get(projectId)
+    if (series === undefined) {
+      series = consumed.series([projectId, apiType])
+      consumedBy.set(projectId, series)
     }
-    return child
+    return series
   }
   // Everything of a reservation id after the request id, built once per route instance.
   const idSuffix = `:${init.routeName}:${BOOT}.`

@@ -19,12 +19,9 @@ import { Attempt, type AttemptOwner } from './forward-attempt.ts'
 import { retryableError, retryableStatus } from '../upstream/retry-rules.ts'
 import type { Target } from '../upstream/target.ts'
 import { THROTTLED } from '../upstream/choose.ts'
-import { withoutGatewayCookies, type UpstreamCredentialPolicy } from './gateway-cookies.ts'
+import type { UpstreamCredentialPolicy } from './gateway-cookies.ts'
 import type { ProxyTrust } from './client-address.ts'
-
-/** Hop-by-hop headers (RFC 9110 §7.6.1) plus ones a proxy must set itself. */
-const REQUEST_DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'content-length'])
-const RESPONSE_DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade'])
+import { cleanResponseHeaders, upstreamRequestHeaders } from './forward-headers.ts'
 
 const BODY_TOO_LARGE = Symbol('body-too-large')
 /** Body bytes held while the response plugins decide the head, before the upstream is paused. */
@@ -44,60 +41,6 @@ export interface ForwardOptions {
   retrySafe: boolean
   /** Runs the response phase and sends the head; a promise means: wait for it before the body. */
   commitHead(ctx: Context, res: ServerResponse): void | Promise<void>
-}
-
-const NO_TOKENS: readonly string[] = []
-const KEEP_ALIVE: readonly string[] = ['keep-alive']
-const CLOSE: readonly string[] = ['close']
-
-/** Header names a `Connection` header lists (RFC 9110 §7.6.1); the two common values are not parsed. */
-function connectionTokens(value: string | string[] | undefined): readonly string[] {
-  if (!value) return NO_TOKENS
-  if (value === 'keep-alive' || value === 'Keep-Alive') return KEEP_ALIVE
-  if (value === 'close' || value === 'Close') return CLOSE
-  return (Array.isArray(value) ? value.join(',') : value).split(',').map((t) => t.trim().toLowerCase()).filter(Boolean)
-}
-
-export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, proxies: ProxyTrust, credentials: UpstreamCredentialPolicy): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = {}
-  const named = connectionTokens(req.headers.connection)
-  for (const name in req.headers) {
-    if (REQUEST_DROP.has(name) || ctx.isSecretHeader(name) || named.includes(name)) continue
-    const value = req.headers[name]
-    if (value === undefined) continue
-    if (name === 'authorization' && !credentials.authorization) continue
-    if (name === 'cookie' && !credentials.gatewayCookies) {
-      const kept = withoutGatewayCookies(value as string)
-      if (kept !== undefined) headers.cookie = kept
-      continue
-    }
-    headers[name] = value
-  }
-  // What a peer that is not a trusted proxy says of earlier hops is not passed on as if one had written it.
-  const trustProxy = proxies.trustsPeer(req.socket.remoteAddress)
-  const priorFor = trustProxy ? req.headers['x-forwarded-for'] : undefined
-  headers['x-forwarded-for'] = priorFor ? `${priorFor}, ${req.socket.remoteAddress ?? ''}` : (req.socket.remoteAddress ?? '')
-  headers['x-forwarded-proto'] = (trustProxy && (req.headers['x-forwarded-proto'] as string)) || 'http'
-  if (req.headers.host) headers['x-forwarded-host'] = (trustProxy && (req.headers['x-forwarded-host'] as string)) || req.headers.host
-  if (ctx.body) headers['content-length'] = String(ctx.body.raw.length)
-  else if (req.headers['content-length'] !== undefined) headers['content-length'] = req.headers['content-length']
-  for (const name in ctx.upstreamHeaders) {
-    const value = ctx.upstreamHeaders[name]
-    if (value === null) delete headers[name]
-    else headers[name] = value
-  }
-  return headers
-}
-
-export function cleanResponseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {}
-  const named = connectionTokens(headers.connection)
-  for (const name in headers) {
-    const value = headers[name]
-    if (value === undefined || RESPONSE_DROP.has(name) || named.includes(name)) continue
-    out[name] = value
-  }
-  return out
 }
 
 /** Maps a transport failure to the gateway's stable codes. */
@@ -246,7 +189,8 @@ class ForwardHandler implements AttemptOwner {
     if (this.hedgeTimer) clearTimeout(this.hedgeTimer)
     // The loser runs on unseen (forward-attempt.ts says why).
     if (this.live.length > 1) for (const other of this.live) if (other !== attempt) other.abandon()
-    this.live = []
+    // Emptied in place: one array less per request (the common case is a single attempt).
+    this.live.length = 0
     this.onResponseStart(controller, status, headers)
   }
 
