@@ -83,18 +83,33 @@ export class CreditLeases {
   private readonly upkeepDone = (): void => backgroundSucceeded('credit-lease-upkeep', this.log)
 
   reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    let now: { ok: true; balance: CreditBalance } | undefined
     try {
-      checkReservation(reservation)
-      if (this.holds.has(reservation.id) || this.exact.has(reservation.id)) throw reservationExists(reservation.id)
+      now = this.reserveNow(reservation)
     } catch (error) {
       return Promise.reject(error)
     }
+    return now === undefined ? this.reserveLater(reservation) : Promise.resolve(now)
+  }
+
+  /**
+   * Checks `reservation` (throws on bad input or an id already held) and admits it from its period's
+   * open lease when that covers it: the common case, decided without a promise or an async frame.
+   * Undefined: {@link reserveLater} decides.
+   */
+  reserveNow(reservation: CreditReservation): { ok: true; balance: CreditBalance } | undefined {
+    checkReservation(reservation)
+    if (this.holds.has(reservation.id) || this.exact.has(reservation.id)) throw reservationExists(reservation.id)
+    if (this.batch.failing) return undefined
+    const lease = this.leases.get(`${reservation.projectId}\u001f${reservation.period}`)
+    if (lease !== undefined && !lease.closed && lease.free >= reservation.amount) return this.take(lease, reservation)
+    return undefined
+  }
+
+  /** A checked reservation {@link reserveNow} did not admit: a top-up of its lease, or the exact ledger while PostgreSQL fails. */
+  reserveLater(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
     if (this.batch.failing) return this.exact.reserve(reservation)
-    const key = `${reservation.projectId}\u001f${reservation.period}`
-    // The common case without an async frame: the lease covers it.
-    const lease = this.leases.get(key)
-    if (lease !== undefined && !lease.closed && lease.free >= reservation.amount) return Promise.resolve(this.take(lease, reservation))
-    return this.reserveSlow(reservation, key)
+    return this.reserveSlow(reservation, `${reservation.projectId}\u001f${reservation.period}`)
   }
 
   private async reserveSlow(reservation: CreditReservation, key: string): Promise<{ ok: boolean; balance: CreditBalance }> {

@@ -42,7 +42,7 @@ import { PostgresSettings } from '../settings/postgres.ts'
 import { PostgresAccounts } from '../accounts/postgres.ts'
 import { backgroundFailed, runInBackground, type BackgroundLog } from '../../proxy/resilience.ts'
 import type { SharedStoreOptions } from './options.ts'
-import { engineMigrations, settingsChannel } from './migration-sets.ts'
+import { checkSchemaCurrent, engineMigrations, settingsChannel } from './migration-sets.ts'
 
 export { coreMigrations } from './schema.ts'
 export { documentRevisionMigrations } from './documents.ts'
@@ -133,7 +133,7 @@ export class SharedStore implements Store {
   async start(migrate: boolean): Promise<void> {
     const sets = [...engineMigrations(), ...(this.options.migrations ?? [])]
     if (migrate) await runMigrations(this.pool, this.schema, sets)
-    else await this.checkSchema(sets)
+    else await checkSchemaCurrent(this.pool, this.schema, sets)
     await this.heartbeat()
     await this.buckets.connect()
     // Heartbeat well within the timeout, so a live instance is never taken for dead.
@@ -154,8 +154,21 @@ export class SharedStore implements Store {
    * A refusal reports the balance (the 402's "N credits left") read as every balance is read: the
    * reserve and lease ops' own `used + pending` count credits parked in leases as used.
    */
-  async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    const result = await this.credits.reserve(reservation)
+  reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const leases = this.leases
+    if (leases === undefined) return this.withRefusalBalance(this.credits.reserve(reservation), reservation)
+    // Per metered request: a lease that covers it answers without an async frame (gateway CPU, issue 26).
+    let now: { ok: true; balance: CreditBalance } | undefined
+    try {
+      now = leases.reserveNow(reservation)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return now === undefined ? this.withRefusalBalance(leases.reserveLater(reservation), reservation) : Promise.resolve(now)
+  }
+
+  private async withRefusalBalance(decided: Promise<{ ok: boolean; balance: CreditBalance }>, reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const result = await decided
     if (result.ok) return result
     return { ok: false, balance: await this.balance(reservation.projectId, reservation.period, reservation.allocation) }
   }
@@ -343,19 +356,6 @@ export class SharedStore implements Store {
       await this.pool.query('INSERT INTO tollgate_instances (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET seen_at = now()', [this.instanceId])
     } catch (error) {
       throw pgFailure(error)
-    }
-  }
-
-  private async checkSchema(sets: MigrationSet[]): Promise<void> {
-    const { rows } = await this.pool.query<{ module: string; version: number }>('SELECT module, max(version) AS version FROM tollgate_migrations GROUP BY module').catch((error) => {
-      throw new Error(`PostgreSQL schema "${this.schema}" has no tollgate tables; run \`tollgate migrate\``, { cause: error })
-    })
-    const at = new Map(rows.map((row) => [row.module, Number(row.version)]))
-    for (const set of sets) {
-      const version = at.get(set.module) ?? 0
-      if (version !== set.migrations.length) {
-        throw new Error(`PostgreSQL schema "${this.schema}" holds version ${version} of the ${set.module} tables; this tollgate needs ${set.migrations.length}. Run \`tollgate migrate\`.`)
-      }
     }
   }
 

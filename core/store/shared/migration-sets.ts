@@ -2,6 +2,7 @@
  * The migration sets the shared engine applies (core first, then every module it serves), the
  * `tollgate migrate` entry point, and the settings' NOTIFY channel of a schema.
  */
+import type pg from 'pg'
 import type { SharedStoreOptions } from './options.ts'
 import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
 import { openPgPool } from './pg.ts'
@@ -40,4 +41,18 @@ export const accountsMigrations: MigrationSet = { module: 'accounts', migrations
 export function settingsChannel(schema: string): string {
   if (schema === 'public') return DEFAULT_SETTINGS_CHANNEL
   return `${DEFAULT_SETTINGS_CHANNEL}_${schema.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63)
+}
+
+/** Throws unless `schema` holds exactly the versions of `sets` (`migrate: false`: `tollgate migrate` applies them). */
+export async function checkSchemaCurrent(pool: pg.Pool, schema: string, sets: MigrationSet[]): Promise<void> {
+  const { rows } = await pool.query<{ module: string; version: number }>('SELECT module, max(version) AS version FROM tollgate_migrations GROUP BY module').catch((error) => {
+    throw new Error(`PostgreSQL schema "${schema}" has no tollgate tables; run \`tollgate migrate\``, { cause: error })
+  })
+  const at = new Map(rows.map((row) => [row.module, Number(row.version)]))
+  for (const set of sets) {
+    const version = at.get(set.module) ?? 0
+    if (version !== set.migrations.length) {
+      throw new Error(`PostgreSQL schema "${schema}" holds version ${version} of the ${set.module} tables; this tollgate needs ${set.migrations.length}. Run \`tollgate migrate\`.`)
+    }
+  }
 }
