@@ -6,6 +6,11 @@
  *
  *   node --import tsx bench/instructions.ts [--revision REV] [--chain typical|empty|both]
  *        [--warmup 500] [--requests 1000] [--connections 10] [--attribute] [--top 30]
+ *        [--store embedded|durable|async] [--postgres URL] [--redis URL]
+ *
+ * `--store durable|async` runs the gateway on the shared engine (store.creditCommit durable or async;
+ * PostgreSQL and Redis outside callgrind, a fresh schema and key prefix dropped at the end), so the
+ * gateway's instructions per charged request compare with the embedded engine's on a busy machine.
  *
  * The gateway starts with instrumentation off (`--instr-atstart=no`: start-up and warm-up run several
  * times faster). Per chain: `--warmup` requests (JIT, caches), then instrumentation on
@@ -25,6 +30,7 @@
  * can be compared with `--diff A.out B.out` (per-request differences, top changes).
  */
 import { execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -173,6 +179,8 @@ export interface RunOptions {
   requests: number
   connections: number
   attribute: boolean
+  /** The config's `store:` section in place of the embedded default (`--store durable|async`). */
+  store?: string
 }
 
 /**
@@ -192,7 +200,8 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
   const work = mkdtempSync(join(dir, 'gateway-'))
   const [port, adminPort] = [await freePort(), await freePort()]
   const config = join(work, 'gateway.yaml')
-  writeFileSync(config, patientConfig(tollgateConfig({ port, adminPort, upstreamUrl, empty: true, typical: true })))
+  const yaml = patientConfig(tollgateConfig({ port, adminPort, upstreamUrl, empty: true, typical: true }))
+  writeFileSync(config, options.store === undefined ? yaml : yaml.replace(/store:\n {2}dataDir: \.\/data\n/, options.store))
   const nodeFlags = options.attribute ? ['--perf-basic-prof', '--interpreted-frames-native-stack'] : []
   const outBase = join(work, 'callgrind.out')
   const proc: Managed = startPinned(`gateway ${label}`, PROXY_CORE, 'valgrind', [
@@ -300,8 +309,15 @@ async function main(): Promise<void> {
       attribute: { type: 'boolean', default: false },
       top: { type: 'string', default: '30' },
       keep: { type: 'boolean', default: false },
+      store: { type: 'string', default: 'embedded' },
+      postgres: { type: 'string', default: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
+      redis: { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
     },
   })
+  if (!['embedded', 'durable', 'async'].includes(values.store)) throw new Error(`--store must be embedded, durable or async, got ${values.store}`)
+  const schema = `tg_instr_${randomBytes(4).toString('hex')}`
+  const keyPrefix = `tginstr:${randomBytes(4).toString('hex')}:`
+  const store = values.store === 'embedded' ? undefined : `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}", creditCommit: ${values.store} }\n`
   if (!['empty', 'typical', 'both'].includes(values.chain)) throw new Error(`--chain must be empty, typical or both, got ${values.chain}`)
   const chains = values.chain === 'both' ? (['typical', 'empty'] as const) : [values.chain as 'empty' | 'typical']
   const warmup = bounded('warmup', values.warmup, 0, 100_000)
@@ -320,8 +336,9 @@ async function main(): Promise<void> {
       label = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', values.revision]).toString().trim()
     }
     const upstream = await startUpstream(dir)
-    const runs = await measureGateway({ label, root, dir, upstreamUrl: upstream.url, chains: [...chains], warmup, requests, connections, attribute: values.attribute })
-    console.log(`## Gateway instructions per request (callgrind), ${label}: ${warmup} warm-up, ${requests} counted, ${connections} connections${values.attribute ? ', attributed (perf map flags on)' : ''}\n`)
+    const runs = await measureGateway({ label, root, dir, upstreamUrl: upstream.url, chains: [...chains], warmup, requests, connections, attribute: values.attribute, store })
+    const storeLabel = store === undefined ? 'embedded store' : `shared store, ${values.store} commit`
+    console.log(`## Gateway instructions per request (callgrind), ${label}, ${storeLabel}: ${warmup} warm-up, ${requests} counted, ${connections} connections${values.attribute ? ', attributed (perf map flags on)' : ''}\n`)
     console.log(`| chain | instructions/request | without the optimizing compiler |${values.attribute ? ' own JS (core/, plugins/) |' : ''} counted window, s |`)
     console.log(`|---|---:|---:|${values.attribute ? '---:|' : ''}---:|`)
     for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} |${values.attribute ? ` ${ownJavaScript(run).toFixed(0)} |` : ''} ${run.seconds.toFixed(0)} |`)
@@ -330,6 +347,32 @@ async function main(): Promise<void> {
   } finally {
     await stopAll()
     if (!keep) rmSync(dir, { recursive: true, force: true })
+    if (store !== undefined) await dropShared(values.postgres, schema, values.redis, keyPrefix)
+  }
+}
+
+/** Drops the shared engine's schema and Redis keys of a `--store durable|async` run. */
+async function dropShared(postgresUrl: string, schema: string, redisUrl: string, keyPrefix: string): Promise<void> {
+  const { default: pg } = await import('pg')
+  const client = new pg.Client({ connectionString: postgresUrl })
+  try {
+    await client.connect()
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+  } catch (error) {
+    console.error(`[instructions] could not drop schema ${schema}: ${(error as Error).message}`)
+  } finally {
+    await client.end().catch(() => {})
+  }
+  const { createClient } = await import('redis')
+  const redis = createClient({ url: redisUrl })
+  redis.on('error', () => {})
+  try {
+    await redis.connect()
+    for await (const keys of redis.scanIterator({ MATCH: `${keyPrefix}*`, COUNT: 500 })) if (keys.length) await redis.del(keys)
+  } catch (error) {
+    console.error(`[instructions] could not delete Redis keys ${keyPrefix}*: ${(error as Error).message}`)
+  } finally {
+    if (redis.isOpen) await redis.close()
   }
 }
 

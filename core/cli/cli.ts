@@ -71,7 +71,7 @@ async function start(file: string): Promise<number> {
     console.error(`tollgate: ${(error as Error).message}`)
     return 1
   }
-  process.on('SIGHUP', () => void gateway.reload('SIGHUP'))
+  process.on('SIGHUP', () => gateway.reloadInBackground('SIGHUP'))
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGTERM', stop)

@@ -13,6 +13,7 @@
  */
 import type { RequestContext } from '../proxy/plugin.ts'
 import type { DocumentCollection, Store } from '../store/types.ts'
+import { backgroundFailed, backgroundSucceeded, type BackgroundLog } from '../proxy/resilience.ts'
 
 const HOUR_MS = 3_600_000
 const FLUSH_MS = 2000
@@ -116,10 +117,13 @@ export class TrafficLog {
   #hourStart = -1
   #hourEnd = -1
   #hourIso = ''
+  readonly #log: BackgroundLog | undefined
 
-  constructor(store: Pick<Store, 'documents'>, clock: () => number = Date.now) {
+  /** @param log where a flush the store failed is logged, once per outage (core/proxy/resilience.ts). */
+  constructor(store: Pick<Store, 'documents'>, clock: () => number = Date.now, log?: BackgroundLog) {
     this.#documents = store.documents('dashboard')
     this.#clock = clock
+    this.#log = log
   }
 
   /** One finished answer (called by the pipeline for every request): counters bumped, nothing allocated once warm. */
@@ -193,14 +197,19 @@ export class TrafficLog {
     if (batch.size === 0) return
     this.#pending = new Map()
     this.#flushing = (async () => {
+      let failure: unknown
       for (const [projectId, delta] of batch) {
         try {
           await this.#merge(projectId, delta)
-        } catch {
+        } catch (error) {
           // The store is away: count it again with the next batch rather than lose it.
           this.#pending.set(projectId, mergeTally(this.#pending.get(projectId) ?? empty(), delta))
+          failure ??= error
         }
       }
+      // Counted in tollgate_background_errors_total{task="traffic-flush"}, logged once per outage.
+      if (failure === undefined) backgroundSucceeded('traffic-flush', this.#log)
+      else backgroundFailed('traffic-flush', failure, this.#log)
     })()
     try {
       await this.#flushing

@@ -25,7 +25,7 @@ import { registerUpstreamMetrics } from '../proxy/upstream/metrics.ts'
 import { answerParserRefusal } from '../proxy/http/parser-refusal.ts'
 import { proxyTrust } from '../proxy/http/client-address.ts'
 import { carryOnReload } from '../projects/credit-carry.ts'
-import { runInBackground } from '../proxy/resilience.ts'
+import { backgroundFailed, runInBackground } from '../proxy/resilience.ts'
 import { CoreMetrics, RouteMetrics, type ProjectCredits } from '../proxy/metrics.ts'
 import { currentSchedulePeriod } from '../store/periods.ts'
 import { createLogger, flushLogger } from '../proxy/log.ts'
@@ -107,7 +107,7 @@ export class Gateway {
       projects: () => this.#table.projects,
       checkIntervalMs: () => this.#table.config.alerts.checkIntervalMs,
     })
-    this.traffic = new TrafficLog(store)
+    this.traffic = new TrafficLog(store, Date.now, log)
     this.#deps = {
       answered: (ctx, status) => this.traffic.record(ctx, status),
       log,
@@ -270,7 +270,7 @@ export class Gateway {
       const watcher = watch(dir, (_event, name) => {
         if (!name || !files.has(String(name))) return
         clearTimeout(this.#debounce)
-        this.#debounce = setTimeout(() => void this.reload('file change'), 250)
+        this.#debounce = setTimeout(() => this.reloadInBackground('file change'), 250)
       })
       watcher.on('error', (error) => this.log.warn({ err: error }, 'config watch stopped'))
       this.#watchers.push(watcher)
@@ -280,6 +280,15 @@ export class Gateway {
   }
 
   /** Loads and builds the config again; swaps it in only if everything is valid. */
+  /**
+   * A reload nobody awaits (file change, SIGHUP): one that throws (a config it refuses resolves
+   * instead) is counted in tollgate_background_errors_total{task="config-reload"} and logged once per
+   * outage, never an unhandled rejection.
+   */
+  reloadInBackground(reason: string): void {
+    this.reload(reason).catch((error) => backgroundFailed('config-reload', error, this.log))
+  }
+
   reload(reason = 'request'): Promise<ReloadResult> {
     // Serialise reloads: a burst of file events must not build tables concurrently.
     const run = async (): Promise<ReloadResult> => {

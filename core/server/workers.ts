@@ -277,7 +277,7 @@ export async function runWorker(file: string): Promise<number> {
     if (message?.tg !== 'metrics.get') return
     void gateway.metrics.registry.getMetricsAsJSON().then((json) => process.send?.({ tg: 'metrics.reply', id: message.id, json }))
   })
-  process.on('SIGHUP', () => void gateway.reload('SIGHUP'))
+  process.on('SIGHUP', () => gateway.reloadInBackground('SIGHUP'))
   const ready: ReadyMessage = { tg: 'worker.ready', address: gateway.address, admin: gateway.adminAddress }
   process.send!(ready)
   await new Promise<void>((resolveStop) => {

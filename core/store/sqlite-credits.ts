@@ -37,7 +37,8 @@ import type { WriteBatcher } from './sqlite-batch.ts'
 import { carryAmount, checkCarry, checkGrant, toBalance } from './credit-balance.ts'
 import { CreditDisk, type ReservationRecord } from './sqlite-credit-disk.ts'
 import { TurnSums, uncharge, type HeldReservation, type PeriodBalance } from './sqlite-credit-memory.ts'
-import type { CreditBalance, CreditCarried, CreditCarry, CreditGrant, CreditLedger, CreditLedgerEntry, CreditReservation } from './types.ts'
+import { ledgerEntries } from './sqlite-credit-listing.ts'
+import type { CreditBalance, CreditCarried, CreditCarry, CreditGrant, CreditLedger, CreditReservation } from './types.ts'
 
 export { CREDITS_SCHEMA, type ReservationRecord, type ReservationState } from './sqlite-credit-disk.ts'
 
@@ -230,30 +231,14 @@ export class SqliteCreditLedger {
     return { from: this.balance(projectId, from, fromAllocation), to: this.balance(projectId, to, toAllocation) }
   }
 
-  /** The entries of a period: allocation, grants, carries, charge lines, pending reservations (sqlite: per API type and hour). */
+  /** The entries of a period (sqlite-credit-listing.ts), with the pending reservations held in memory. */
   ledger(projectId: string, period: string, allocation: number): CreditLedger {
     this.writes.drain()
-    const entries: CreditLedgerEntry[] = [{ kind: 'allocation', amount: allocation }]
-    for (const g of this.disk.grants(projectId, period)) {
-      entries.push({ kind: 'grant', id: g.id, reason: g.reason, actor: g.actor, at: new Date(g.createdAt).toISOString(), amount: g.amount })
-    }
-    for (const c of this.disk.carries(projectId, period)) {
-      entries.push({ kind: 'carry', id: c.id, from: c.from, to: c.to, actor: c.actor, at: new Date(c.createdAt).toISOString(), amount: c.to === period ? c.amount : -c.amount })
-    }
-    let lines = 0
-    for (const line of this.disk.charges(projectId, period)) {
-      lines += line.amount
-      entries.push({ kind: 'charge', apiType: line.apiType, hour: new Date(line.hourMs).toISOString(), amount: -line.amount, reserved: -(line.amount + line.released) })
-    }
-    // Charges of databases written before the per-hour lines existed are only in the period's sum.
-    const earlier = this.disk.used(projectId, period) - lines
-    if (earlier !== 0) entries.push({ kind: 'earlier_charges', amount: -earlier })
     let pending = 0
     for (const held of this.held.values()) {
       if (held.state === 'pending' && held.projectId === projectId && held.period === period) pending += held.charged
     }
-    if (pending !== 0) entries.push({ kind: 'pending', amount: -pending })
-    return { balance: this.balance(projectId, period, allocation), entries }
+    return { balance: this.balance(projectId, period, allocation), entries: ledgerEntries(this.disk, projectId, period, allocation, pending) }
   }
 
   /** The balance of the period an existing grant went to. */

@@ -45,6 +45,7 @@ import { SqliteCreditLedger, type ReservationRecord } from './sqlite-credits.ts'
 import { prepareDocumentStatements, SqliteDocumentCollection } from './sqlite-documents.ts'
 import { SqliteUsageLog } from './sqlite-usage.ts'
 import { TokenBuckets } from './token-bucket.ts'
+import { backgroundFailed, backgroundSucceeded, type BackgroundLog } from '../proxy/resilience.ts'
 import { SqliteSettings } from './settings/sqlite.ts'
 import { SqliteAccounts } from './accounts/sqlite.ts'
 import type {
@@ -89,7 +90,7 @@ export interface SqliteStoreOptions {
   maxBatchOps?: number
   /** Most rate-limit buckets held in memory (default 100,000). */
   maxRateBuckets?: number
-  /** Failures of background work (usage flush, sweep). Default: a process warning. */
+  /** Failures of background work (usage flush, sweep), once per outage of each (all counted in tollgate_background_errors_total). Default: a process warning. */
   onBackgroundError?: (error: unknown) => void
 }
 
@@ -174,8 +175,8 @@ export class SqliteStore implements Store {
     }
     this.buckets = new TokenBuckets({ maxBuckets: options.maxRateBuckets, clock: this.clock })
 
-    if (usageFlushMs > 0) this.every(usageFlushMs, () => this.usage.flush())
-    this.every(SWEEP_INTERVAL_MS, () => this.sweepTick())
+    if (usageFlushMs > 0) this.every('usage-flush', usageFlushMs, () => this.usage.flush())
+    this.every('store-sweep', SWEEP_INTERVAL_MS, () => this.sweepTick())
   }
 
   /** The database is a file this process holds open: healthy until closed. */
@@ -288,13 +289,18 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Runs `task` every `ms` without keeping the process alive; failures go to onBackgroundError. */
-  private every(ms: number, task: () => void): void {
+  /**
+   * Runs `task` every `ms` without keeping the process alive; a failure (a full disk...) is counted in
+   * tollgate_background_errors_total and given to onBackgroundError once per outage (core/proxy/resilience.ts).
+   */
+  private every(name: string, ms: number, task: () => void): void {
+    const log: BackgroundLog = { warn: (report) => this.onBackgroundError((report as { err?: unknown }).err), info: () => {} }
     const timer = setInterval(() => {
       try {
         task()
+        backgroundSucceeded(name, log)
       } catch (error) {
-        this.onBackgroundError(error)
+        backgroundFailed(name, error, log)
       }
     }, ms)
     timer.unref()

@@ -26,6 +26,7 @@ import { IdentityTakenError, type IdentityLinks } from './identity-links.ts'
 import { OidcClient, SignInError } from './oidc.ts'
 import type { WorkstationService } from './service.ts'
 import { IDE_PATH } from './ide.ts'
+import { runInBackground } from '../proxy/resilience.ts'
 import { HOP, ideTarget, socketOf, upstreamHeaders } from './proxy-target.ts'
 import { bindingMatches, cookieOf, LINK_COOKIE, LINK_COOKIE_PATH, linkedPage, LOGIN_COOKIE, publicAsset, sendRefusal, SlidingCounter } from './sign-in-cookies.ts'
 
@@ -77,7 +78,8 @@ export class WorkstationPublicRoutes {
   constructor(private readonly options: PublicRoutesOptions) {
     this.timer = setInterval(() => void this.recheck(), RECHECK_MS)
     this.timer.unref()
-    this.sweeper = setInterval(() => void this.options.oidc?.sweep().catch((error) => this.options.log.warn({ err: error }, 'pending sign-in sweep failed')), 60_000)
+    // The sweep deletes expired pending sign-ins from the store: a store outage is counted and logged once.
+    this.sweeper = setInterval(() => void runInBackground('workstation-sign-in-sweep', () => this.options.oidc?.sweep(), this.options.log), 60_000)
     this.sweeper.unref()
   }
 

@@ -80,6 +80,8 @@ function chaosConfig(upstream: string): string {
 interface Answer {
   gateway: string
   id: string
+  /** The case running when the request was sent (the per-case ledger counts). */
+  case: string
   status: number | 'error'
   code?: string
   sentAt: number
@@ -92,8 +94,12 @@ interface Target {
   alive: boolean
 }
 
+/** The case under way; each answer is counted under the case it was sent in. */
+let currentCase = 'start'
+
 async function send(target: Target, path: string, id: string): Promise<Answer> {
   const sentAt = Date.now()
+  const caseName = currentCase
   try {
     const res = await target.pool.request({ path, method: 'GET', headers: { 'x-request-id': id } })
     const body = await res.body.text()
@@ -105,9 +111,9 @@ async function send(target: Target, path: string, id: string): Promise<Answer> {
         code = body.slice(0, 40)
       }
     }
-    return { gateway: target.name, id, status: res.statusCode, code, sentAt, at: Date.now() }
+    return { gateway: target.name, id, case: caseName, status: res.statusCode, code, sentAt, at: Date.now() }
   } catch {
-    return { gateway: target.name, id, status: 'error', sentAt, at: Date.now() }
+    return { gateway: target.name, id, case: caseName, status: 'error', sentAt, at: Date.now() }
   }
 }
 
@@ -133,25 +139,34 @@ interface Verdict {
   answers: number
   ok: number
   unavailable: number
+  /** Every answer against the rules, each kind also counted below. */
   wrong: string[]
+  /** 200 (or anything but 503 store_unavailable) while the server was down. */
+  notUnavailableWhileDown: number
+  /** 503 store_unavailable while every server was up. */
+  unavailableWhileUp: number
+  /** Gateway processes (or workers) that exited during the case, the one killed on purpose aside. */
+  exited: string[]
   resumeMs?: number
 }
 
 /** Checks the answers of one case against the rules at the top of this file. */
 function judge(answers: Answer[], outage: Outage): Verdict {
-  const verdict: Verdict = { answers: answers.length, ok: 0, unavailable: 0, wrong: [] }
+  const verdict: Verdict = { answers: answers.length, ok: 0, unavailable: 0, wrong: [], notUnavailableWhileDown: 0, unavailableWhileUp: 0, exited: [] }
   const downFrom = outage.from + outage.graceMs
   for (const a of answers) {
     const overlapsOutage = a.at >= outage.began && a.sentAt <= outage.to + RESUME_MS
     if (a.status === 200) {
       verdict.ok++
-      if (a.sentAt >= downFrom && a.at < (outage.restarting ?? outage.to)) verdict.wrong.push(`${a.id} served while the server was down (sent ${a.sentAt - outage.from} ms after the cut, answered ${(outage.restarting ?? outage.to) - a.at} ms before the restart)`)
+      if (a.sentAt >= downFrom && a.at < (outage.restarting ?? outage.to)) verdict.notUnavailableWhileDown++, verdict.wrong.push(`${a.id} served while the server was down (sent ${a.sentAt - outage.from} ms after the cut, answered ${(outage.restarting ?? outage.to) - a.at} ms before the restart)`)
     } else if (a.status === 503 && a.code === 'store_unavailable') {
       verdict.unavailable++
-      if (!overlapsOutage) verdict.wrong.push(`${a.id} 503 while the servers were up (sent ${a.sentAt - outage.to} ms after the return)`)
+      if (!overlapsOutage) verdict.unavailableWhileUp++, verdict.wrong.push(`${a.id} 503 while the servers were up (sent ${a.sentAt - outage.to} ms after the return)`)
     } else if (a.status === 'error' && a.gateway === outage.killed && a.at >= outage.began) {
       // In flight to (or sent to) the process killed.
     } else {
+      if (a.at >= outage.from && a.sentAt <= outage.to) verdict.notUnavailableWhileDown++
+      else if (a.status === 503) verdict.unavailableWhileUp++
       verdict.wrong.push(`${a.id} on ${a.gateway}: ${a.status} ${a.code ?? ''}`)
     }
   }
@@ -227,13 +242,23 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
   const since = (from: number) => answers.filter((a) => a.sentAt >= from || a.at >= from)
   const report: Record<string, Verdict> = {}
 
+  const workerExits = () => gateways.w!.output.filter((line) => /worker exited unexpectedly/.test(line)).length
+  /** Processes that exited since the case began (a gateway, or a worker the --workers primary replaced), the one killed aside. */
+  const exitedSince = (workersBefore: number, killed?: string) => [
+    ...Object.entries(gateways).filter(([name, gw]) => name !== killed && gw.child.exitCode !== null).map(([name, gw]) => `${name} (exit ${gw.child.exitCode})`),
+    ...Array.from({ length: workerExits() - workersBefore }, () => 'a worker of w'),
+  ]
   const outageCase = async (name: string, fault: () => Promise<Omit<Outage, 'name'>>) => {
     const caseStart = Date.now()
+    const workersBefore = workerExits()
+    currentCase = name
     const outage = { name, ...(await fault()) }
     await pause(RESUME_MS + 500)
     const verdict = judge(since(caseStart).filter((a) => a.sentAt <= Date.now()), outage)
+    verdict.exited = exitedSince(workersBefore, outage.killed)
     report[name] = verdict
-    t.same(verdict.wrong.slice(0, 10), [], `${name}: ${verdict.answers} answers, ${verdict.ok} 200, ${verdict.unavailable} 503 store_unavailable, back ${verdict.resumeMs ?? '-'} ms after the server`)
+    t.same(verdict.exited, [], `${name}: no process exited`)
+    t.same(verdict.wrong.slice(0, 10), [], `${name}: ${verdict.answers} answers, ${verdict.ok} 200, ${verdict.unavailable} 503 store_unavailable (${verdict.notUnavailableWhileDown} other answers while down, ${verdict.unavailableWhileUp} 503 while up), back ${verdict.resumeMs ?? '-'} ms after the server`)
     if (verdict.resumeMs !== undefined) t.ok(verdict.resumeMs <= RESUME_MS, `${name}: service back within ${RESUME_MS} ms (${verdict.resumeMs} ms)`)
   }
 
@@ -242,10 +267,15 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
 
   // Refused leases racing draws: bursts on projects of 100 credits, spread over the three gateways.
   for (let i = 0; i < bursts; i++) {
+    const workersBefore = workerExits()
+    currentCase = `race ${i}`
     const burst = await Promise.all(Array.from({ length: RACE_BURST }, (_, n) => send(targets[n % targets.length]!, `/chaos/${raceKeys[i]}/call`, `race${i}-${n}`)))
     const served = burst.filter((a) => a.status === 200).length
     const refused = burst.filter((a) => a.status === 402).length
-    report[`race ${i}`] = { answers: burst.length, ok: served, unavailable: burst.filter((a) => a.status === 503).length, wrong: [] }
+    const unavailable = burst.filter((a) => a.status === 503).length
+    const exited = exitedSince(workersBefore)
+    report[`race ${i}`] = { answers: burst.length, ok: served, unavailable, wrong: [], notUnavailableWhileDown: 0, unavailableWhileUp: unavailable, exited }
+    t.same(exited, [], `race ${i}: no process exited`)
     t.same({ served, refused, other: burst.length - served - refused }, { served: RACE_ALLOCATION, refused: RACE_BURST - RACE_ALLOCATION, other: 0 }, `race ${i}: exactly ${RACE_ALLOCATION} served, the rest 402, no 503`)
   }
 
@@ -285,6 +315,7 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
     return { began, from: began, to: began, graceMs: 0, killed: 'a' }
   })
 
+  currentCase = 'stop'
   stopping = true
   await Promise.all(loops)
 
@@ -297,7 +328,8 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
   // The background tasks met the outages and were counted (core/proxy/resilience.ts), not thrown.
   const metrics = await (await fetch(`${gateways.b!.adminUrl}/metrics`)).text()
   const counted = [...metrics.matchAll(/^tollgate_background_errors_total\{task="([^"]+)"\} (\d+)/gm)].filter((m) => Number(m[2]) > 0).map((m) => m[1])
-  t.ok(counted.includes('workstations-tick') && counted.includes('store-heartbeat'), `background failures counted per task: ${counted.join(', ')}`)
+  // The lease upkeep ops (give-back, end) of the chaos project's leases meet every PostgreSQL outage too.
+  t.ok(['workstations-tick', 'store-heartbeat', 'credit-lease-upkeep'].every((task) => counted.includes(task)), `background failures counted per task: ${counted.join(', ')}`)
 
   // The ledger: every 200 has exactly one committed charge; a charge without a 200 only for a request that failed in flight.
   const client = new pg.Client({ connectionString: postgres.url })
@@ -324,5 +356,23 @@ t.test('chaos: own PostgreSQL and Redis, two instances and a --workers 2 gateway
   t.same({ lost, doubled, unexplained }, { lost: [], doubled: [], unexplained: [] }, `ledger: ${acknowledged.size} acknowledged ≤ ${committed.size} charged ≤ ${acknowledged.size} + ${failedInFlight.size} in flight (${inFlightCharged} of them charged)`)
   const used = await client.query<{ p: string; used: number }>("SELECT project_id AS p, used::int AS used FROM credit_balances WHERE project_id LIKE 'race-%' ORDER BY 1")
   t.ok(used.rows.every((row) => row.used === RACE_ALLOCATION), `race periods charged exactly ${RACE_ALLOCATION} each (${used.rows.map((row) => row.used).join(', ')})`)
-  t.comment(`counts per case: ${JSON.stringify(Object.fromEntries(Object.entries(report).map(([name, v]) => [name, { answers: v.answers, ok: v.ok, unavailable: v.unavailable, wrong: v.wrong.length, resumeMs: v.resumeMs }])))}`)
+  // Per case (by the case a request was sent in): acknowledged ≤ charged ≤ acknowledged + in flight.
+  const ledgerOf = (name: string) => {
+    const sent = answers.filter((a) => a.case === name)
+    const acked = sent.filter((a) => a.status === 200)
+    const inFlight = sent.filter((a) => a.status !== 200)
+    const charged = sent.filter((a) => committed.has(a.id)).length
+    return { acknowledged: acked.length, charged, inFlight: inFlight.length, inFlightCharged: inFlight.filter((a) => committed.has(a.id)).length }
+  }
+  for (const [name, v] of Object.entries(report)) {
+    const ledger = name.startsWith('race ') ? undefined : ledgerOf(name)
+    t.comment(
+      `${name}: processes exited ${v.exited.length}; answers ${v.answers} (${v.ok} 200, ${v.unavailable} 503 store_unavailable); ` +
+        `non-503 while down ${v.notUnavailableWhileDown}; 503 while up ${v.unavailableWhileUp}; ` +
+        (ledger === undefined
+          ? `served ${v.ok} of ${RACE_ALLOCATION} credits, ${v.answers - v.ok - v.unavailable} refused 402; `
+          : `acknowledged ${ledger.acknowledged} ≤ ledger ${ledger.charged} ≤ acknowledged + in flight ${ledger.acknowledged + ledger.inFlight} (${ledger.inFlightCharged} of ${ledger.inFlight} in flight charged); `) +
+        `resume ${v.resumeMs === undefined ? '-' : `${v.resumeMs} ms`}`,
+    )
+  }
 })

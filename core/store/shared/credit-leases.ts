@@ -30,8 +30,10 @@
 import { errors } from '../../proxy/errors.ts'
 import { toBalance } from '../credit-balance.ts'
 import type { CreditBalance, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
+import { withoutReserved, type DrawResult, type Lease, type LeasedHold, type Refusal, type TopUpResult } from './credit-lease-records.ts'
 import { checkAmount, checkReservation, reservationExists, type SharedCreditLedger } from './credits.ts'
 import type { PgBatcher } from './pg.ts'
+import { backgroundFailed, backgroundSucceeded, type BackgroundLog } from '../../proxy/resilience.ts'
 
 /** A lease not reserved from for this long gives its credits back (ms). */
 export const IDLE_MS = 250
@@ -43,50 +45,6 @@ export const RETRY_DELAYS_MS = [5, 10, 20, 40, 80, 160, 320]
  * balance may not justify.
  */
 const MOST_ROUNDS = 1000
-
-interface Lease {
-  readonly key: string
-  /** Its `credit_holds` row. */
-  readonly id: string
-  readonly projectId: string
-  readonly period: string
-  /** Credits of the lease no request holds. */
-  free: number
-  /** Credits held by requests in flight: reserved, not yet drawn or given back. */
-  held: number
-  /** The period's `used + pending` without leased credits, and `granted`, as PostgreSQL last said. */
-  seenUsed: number
-  seenGranted: number
-  /** Credits drawn (charged) from this lease since PostgreSQL last said `seenUsed`. */
-  drawnSinceSeen: number
-  /** Draws committed since the last top-up or shrink was sent (each folds the lease's draws). */
-  unfolded: number
-  /** Reserved from since the last idle check. */
-  active: boolean
-  /** Hands out nothing more; ended once nothing is held. */
-  closed: boolean
-  topUp?: Promise<Refusal | undefined>
-}
-
-interface LeasedHold {
-  readonly id: string
-  readonly lease: Lease
-  readonly apiType: string
-  readonly createdAt: number
-  /** Credits still held (a partial refund lowers it). */
-  amount: number
-  state: 'pending' | 'committed' | 'released'
-  written?: Promise<void>
-}
-
-type TopUpResult = 'expired' | [taken: number, usedAndPending: number, granted: number, othersLeased: number, usedWithoutLeases: number]
-type DrawResult = boolean | 'exists' | 'expired'
-
-interface Refusal {
-  used: number
-  granted: number
-  othersLeased: number
-}
 
 const done = Promise.resolve()
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
@@ -105,6 +63,7 @@ export class CreditLeases {
    * @param exact the ledger of per-request holds, used while PostgreSQL fails and for what leases do not cover.
    * @param size most credits one lease takes at a time.
    * @param owner this instance's id (lease ids are unique per owner).
+   * @param log where a failing upkeep op (below) is logged, once per outage.
    */
   constructor(
     private readonly exact: SharedCreditLedger,
@@ -112,21 +71,45 @@ export class CreditLeases {
     private readonly size: number,
     private readonly owner: string,
     private readonly clock: () => number,
+    private readonly log?: BackgroundLog,
   ) {}
 
+  /**
+   * The lease ops no request waits for (a top-up ahead, a fold, a give-back, an end) report here: a
+   * failure is counted in tollgate_background_errors_total{task="credit-lease-upkeep"} and logged once
+   * per outage (core/proxy/resilience.ts); what it leaves undone is redone by the next op or tick.
+   */
+  private readonly upkeepFailed = (error: unknown): void => backgroundFailed('credit-lease-upkeep', error, this.log)
+  private readonly upkeepDone = (): void => backgroundSucceeded('credit-lease-upkeep', this.log)
+
   reserve(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    let now: { ok: true; balance: CreditBalance } | undefined
     try {
-      checkReservation(reservation)
-      if (this.holds.has(reservation.id) || this.exact.has(reservation.id)) throw reservationExists(reservation.id)
+      now = this.reserveNow(reservation)
     } catch (error) {
       return Promise.reject(error)
     }
+    return now === undefined ? this.reserveLater(reservation) : Promise.resolve(now)
+  }
+
+  /**
+   * Checks `reservation` (throws on bad input or an id already held) and admits it from its period's
+   * open lease when that covers it: the common case, decided without a promise or an async frame.
+   * Undefined: {@link reserveLater} decides.
+   */
+  reserveNow(reservation: CreditReservation): { ok: true; balance: CreditBalance } | undefined {
+    checkReservation(reservation)
+    if (this.holds.has(reservation.id) || this.exact.has(reservation.id)) throw reservationExists(reservation.id)
+    if (this.batch.failing) return undefined
+    const lease = this.leases.get(`${reservation.projectId}\u001f${reservation.period}`)
+    if (lease !== undefined && !lease.closed && lease.free >= reservation.amount) return this.take(lease, reservation)
+    return undefined
+  }
+
+  /** A checked reservation {@link reserveNow} did not admit: a top-up of its lease, or the exact ledger while PostgreSQL fails. */
+  reserveLater(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
     if (this.batch.failing) return this.exact.reserve(reservation)
-    const key = `${reservation.projectId}\u001f${reservation.period}`
-    // The common case without an async frame: the lease covers it.
-    const lease = this.leases.get(key)
-    if (lease !== undefined && !lease.closed && lease.free >= reservation.amount) return Promise.resolve(this.take(lease, reservation))
-    return this.reserveSlow(reservation, key)
+    return this.reserveSlow(reservation, `${reservation.projectId}\u001f${reservation.period}`)
   }
 
   private async reserveSlow(reservation: CreditReservation, key: string): Promise<{ ok: boolean; balance: CreditBalance }> {
@@ -292,9 +275,8 @@ export class CreditLeases {
   private fold(lease: Lease): void {
     if (lease.unfolded === 0 || lease.closed) return
     lease.unfolded = 0
-    this.batch.enqueue({ o: 'shrink', i: lease.id, n: 0 }).catch(() => {
-      // Nothing was given back either way; the next top-up, shrink or end folds them.
-    })
+    // A failure gives nothing back either way; the next top-up, shrink or end folds the draws.
+    this.batch.enqueue({ o: 'shrink', i: lease.id, n: 0 }).then(this.upkeepDone, this.upkeepFailed)
   }
 
   private open(key: string, projectId: string, period: string): Lease {
@@ -310,7 +292,7 @@ export class CreditLeases {
     this.heldByKey.set(lease.key, (this.heldByKey.get(lease.key) ?? 0) + amount)
     this.holds.set(id, { id, lease, apiType, amount, state: 'pending', createdAt: this.clock() })
     // Refilled ahead, while this request runs, so the next ones do not wait for a round trip.
-    if (lease.free < this.size / 2 && lease.topUp === undefined) this.topUp(lease, allocation, 0).catch(() => {})
+    if (lease.free < this.size / 2 && lease.topUp === undefined) this.topUp(lease, allocation, 0).then(this.upkeepDone, this.upkeepFailed)
     return { ok: true, balance: toBalance(projectId, period, allocation, lease.seenUsed + lease.drawnSinceSeen + (this.heldByKey.get(lease.key) ?? 0), lease.seenGranted) }
   }
 
@@ -367,8 +349,9 @@ export class CreditLeases {
     const amount = lease.free
     lease.free = 0
     lease.unfolded = 0
-    this.batch.enqueue({ o: 'shrink', i: lease.id, n: amount }).catch(() => {
+    this.batch.enqueue({ o: 'shrink', i: lease.id, n: amount }).then(this.upkeepDone, (error: unknown) => {
       // Unknown whether they went back: the end gives back whatever the row still has.
+      this.upkeepFailed(error)
       this.retire(lease)
     })
   }
@@ -380,25 +363,9 @@ export class CreditLeases {
   }
 
   private sendEnd(lease: Lease): void {
-    this.batch.enqueue({ o: 'shrink', i: lease.id, n: 'all' }).then(
-      () => this.ending.delete(lease.id),
-      () => {},
-    )
-  }
-}
-
-/**
- * A lease's draw writes the charge after any part given back before it, so its ledger row does not
- * keep the reservation: charge lines of a leasing store leave `reserved` out rather than show a
- * figure that is only the charge again.
- */
-function withoutReserved(ledger: CreditLedger): CreditLedger {
-  return {
-    balance: ledger.balance,
-    entries: ledger.entries.map((entry) => {
-      if (entry.kind !== 'charge') return entry
-      const { reserved: _reserved, ...rest } = entry
-      return rest
-    }),
+    this.batch.enqueue({ o: 'shrink', i: lease.id, n: 'all' }).then(() => {
+      this.ending.delete(lease.id)
+      this.upkeepDone()
+    }, this.upkeepFailed)
   }
 }

@@ -30,17 +30,19 @@ import type {
 } from '../types.ts'
 import { SharedCreditLedger } from './credits.ts'
 import { CreditLeases, IDLE_MS } from './credit-leases.ts'
-import { carryInPostgres, carryMigrations, recallLeases } from './credit-carries.ts'
+import { carryInPostgres, recallLeases } from './credit-carries.ts'
 import { checkCarry } from '../credit-balance.ts'
-import { documentRevisionMigrations, SharedDocumentCollection } from './documents.ts'
-import { runMigrations, type MigrationReport, type MigrationSet } from './migrations.ts'
-import { openPgPool, pgFailure, PgBatcher, type CreditCommit, type PgBatchStats } from './pg.ts'
+import { SharedDocumentCollection } from './documents.ts'
+import type { MigrationSet } from './migrations.ts'
+import { runMigrations } from './migrations.ts'
+import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
 import { RedisBuckets } from './redis-buckets.ts'
-import { coreMigrations } from './schema.ts'
-import { SharedUsageLog, usageMigrations } from './usage.ts'
-import { PostgresSettings, SETTINGS_MIGRATIONS, DEFAULT_SETTINGS_CHANNEL } from '../settings/postgres.ts'
-import { ACCOUNTS_MIGRATIONS, PostgresAccounts } from '../accounts/postgres.ts'
+import { SharedUsageLog } from './usage.ts'
+import { PostgresSettings } from '../settings/postgres.ts'
+import { PostgresAccounts } from '../accounts/postgres.ts'
 import { backgroundFailed, runInBackground, type BackgroundLog } from '../../proxy/resilience.ts'
+import type { SharedStoreOptions } from './options.ts'
+import { checkSchemaCurrent, engineMigrations, settingsChannel } from './migration-sets.ts'
 
 export { coreMigrations } from './schema.ts'
 export { documentRevisionMigrations } from './documents.ts'
@@ -48,54 +50,8 @@ export { usageMigrations } from './usage.ts'
 export { carryMigrations } from './credit-carries.ts'
 export { runMigrations, SchemaTooNewError, type Migration, type MigrationSet, type MigrationReport } from './migrations.ts'
 export type { CreditCommit } from './pg.ts'
-
-export interface SharedStoreOptions {
-  /** PostgreSQL connection URL. */
-  postgres: string
-  /** Redis connection URL (a database number may follow the port: `redis://host:6379/3`). */
-  redis: string
-  /** PostgreSQL schema of the tables (created if missing). Default `public`. */
-  schema?: string
-  /** Prefix of every Redis key. Default `tollgate:`. */
-  keyPrefix?: string
-  /** Most PostgreSQL connections of this instance (default 10). */
-  poolSize?: number
-  /** An instance silent this long is dead: its pending reservations are released (default 10,000 ms). */
-  instanceTimeoutMs?: number
-  /** Migrations of other modules applied with the core ones (settings tables...). */
-  migrations?: MigrationSet[]
-  /** Apply migrations at open (default true); false only checks that the schema is current. */
-  migrate?: boolean
-  /** Epoch-ms clock for document and usage timestamps; injectable for tests. */
-  clock?: () => number
-  /** Usage sums are written every this many ms (default 1000). */
-  usageFlushMs?: number
-  /** Settled reservations nobody closed are forgotten after this long (default 10 minutes). */
-  reservationRetentionMs?: number
-  /**
-   * Most credits this instance takes from a period's balance at a time to admit requests without a
-   * PostgreSQL round trip (credit-leases.ts); 0 = one PostgreSQL reservation per request. Default 100.
-   */
-  leaseCredits?: number
-  /**
-   * When a batch of credit ops (reservations, charges, releases, refunds, leases) is answered:
-   * `durable` (default) after PostgreSQL's WAL flush; `async` before it, with `synchronous_commit =
-   * off` (pg.ts: a PostgreSQL crash can lose the last ~0.6 s of charges; a gateway crash loses none).
-   * Grants and documents always wait for the flush.
-   */
-  creditCommit?: CreditCommit
-  /** Most rate-limit tokens leased per bucket at a time (redis-buckets.ts); 0 = every decision goes to Redis. Default 100. */
-  rateLeaseTokens?: number
-  /** A rate-limit call Redis leaves unanswered this long fails with 503 `store_unavailable` (default 5000 ms). */
-  redisTimeoutMs?: number
-  /**
-   * Failures of background work and of idle connections, at most once per outage of each task
-   * (core/proxy/resilience.ts; all are counted in tollgate_background_errors_total). Default: a process warning.
-   */
-  onBackgroundError?: (error: unknown) => void
-  /** Where background failures and recoveries are logged (takes the place of onBackgroundError). */
-  backgroundLog?: BackgroundLog
-}
+export type { SharedStoreOptions } from './options.ts'
+export { migrateSharedStore, settingsMigrations, accountsMigrations, settingsChannel } from './migration-sets.ts'
 
 /** Opens the shared store: connects, applies (or checks) migrations, registers this instance. */
 export async function openSharedStore(options: SharedStoreOptions): Promise<SharedStore> {
@@ -107,31 +63,6 @@ export async function openSharedStore(options: SharedStoreOptions): Promise<Shar
     throw error
   }
   return store
-}
-
-/** Applies the migrations of `sets` (core first) to the configured schema and returns what it did. */
-export async function migrateSharedStore(options: Pick<SharedStoreOptions, 'postgres' | 'schema' | 'migrations'>): Promise<MigrationReport> {
-  const pool = openPgPool({ url: options.postgres, schema: options.schema ?? 'public', max: 1 })
-  try {
-    return await runMigrations(pool, options.schema ?? 'public', [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, carryMigrations, ...(options.migrations ?? [])])
-  } finally {
-    await pool.end()
-  }
-}
-
-/** The run-time settings tables (core/store/settings/postgres.ts), migrated with the core ones. */
-export const settingsMigrations: MigrationSet = { module: 'settings', migrations: [...SETTINGS_MIGRATIONS] }
-
-/** Users, project owners and admin sessions (core/store/accounts/postgres.ts). */
-export const accountsMigrations: MigrationSet = { module: 'accounts', migrations: [...ACCOUNTS_MIGRATIONS] }
-
-/**
- * NOTIFY channel of the settings: channels are per database, not per schema, so a schema other than
- * `public` gets its own (an identifier: lower-case letters, digits and `_`, at most 63 bytes).
- */
-export function settingsChannel(schema: string): string {
-  if (schema === 'public') return DEFAULT_SETTINGS_CHANNEL
-  return `${DEFAULT_SETTINGS_CHANNEL}_${schema.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63)
 }
 
 export class SharedStore implements Store {
@@ -180,7 +111,7 @@ export class SharedStore implements Store {
     this.ledger = new SharedCreditLedger(this.pool, this.batch, this.clock)
     const leaseCredits = options.leaseCredits ?? 100
     if (!(Number.isInteger(leaseCredits) && leaseCredits >= 0)) throw new RangeError(`leaseCredits must be a non-negative integer, got ${leaseCredits}`)
-    this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock) : undefined
+    this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock, this.backgroundLog) : undefined
     this.credits = this.leases ?? this.ledger
     this.usage = new SharedUsageLog(this.pool)
     this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: (error) => backgroundFailed('redis-connection', error, this.backgroundLog), callTimeoutMs: options.redisTimeoutMs, leaseTokens: options.rateLeaseTokens })
@@ -200,9 +131,9 @@ export class SharedStore implements Store {
 
   /** @internal Called once by {@link openSharedStore}. */
   async start(migrate: boolean): Promise<void> {
-    const sets = [coreMigrations, documentRevisionMigrations, settingsMigrations, accountsMigrations, usageMigrations, carryMigrations, ...(this.options.migrations ?? [])]
+    const sets = [...engineMigrations(), ...(this.options.migrations ?? [])]
     if (migrate) await runMigrations(this.pool, this.schema, sets)
-    else await this.checkSchema(sets)
+    else await checkSchemaCurrent(this.pool, this.schema, sets)
     await this.heartbeat()
     await this.buckets.connect()
     // Heartbeat well within the timeout, so a live instance is never taken for dead.
@@ -223,8 +154,21 @@ export class SharedStore implements Store {
    * A refusal reports the balance (the 402's "N credits left") read as every balance is read: the
    * reserve and lease ops' own `used + pending` count credits parked in leases as used.
    */
-  async reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
-    const result = await this.credits.reserve(reservation)
+  reserveCredits(reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const leases = this.leases
+    if (leases === undefined) return this.withRefusalBalance(this.credits.reserve(reservation), reservation)
+    // Per metered request: a lease that covers it answers without an async frame (gateway CPU, issue 26).
+    let now: { ok: true; balance: CreditBalance } | undefined
+    try {
+      now = leases.reserveNow(reservation)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return now === undefined ? this.withRefusalBalance(leases.reserveLater(reservation), reservation) : Promise.resolve(now)
+  }
+
+  private async withRefusalBalance(decided: Promise<{ ok: boolean; balance: CreditBalance }>, reservation: CreditReservation): Promise<{ ok: boolean; balance: CreditBalance }> {
+    const result = await decided
     if (result.ok) return result
     return { ok: false, balance: await this.balance(reservation.projectId, reservation.period, reservation.allocation) }
   }
@@ -412,19 +356,6 @@ export class SharedStore implements Store {
       await this.pool.query('INSERT INTO tollgate_instances (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET seen_at = now()', [this.instanceId])
     } catch (error) {
       throw pgFailure(error)
-    }
-  }
-
-  private async checkSchema(sets: MigrationSet[]): Promise<void> {
-    const { rows } = await this.pool.query<{ module: string; version: number }>('SELECT module, max(version) AS version FROM tollgate_migrations GROUP BY module').catch((error) => {
-      throw new Error(`PostgreSQL schema "${this.schema}" has no tollgate tables; run \`tollgate migrate\``, { cause: error })
-    })
-    const at = new Map(rows.map((row) => [row.module, Number(row.version)]))
-    for (const set of sets) {
-      const version = at.get(set.module) ?? 0
-      if (version !== set.migrations.length) {
-        throw new Error(`PostgreSQL schema "${this.schema}" holds version ${version} of the ${set.module} tables; this tollgate needs ${set.migrations.length}. Run \`tollgate migrate\`.`)
-      }
     }
   }
 

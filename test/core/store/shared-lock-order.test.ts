@@ -116,6 +116,57 @@ async function twoPeriodsOppositeOrders(t: Test, version: number): Promise<unkno
   )
 }
 
+/** Random batches of every op from `owners` (one session each) and the reaper, for 4 s, on a schema at `version`. */
+async function stress(t: Test, version: number, owners: string[]) {
+  const schema = await migratedTo(t, version)
+  const clients = await Promise.all(owners.map(() => session(t, schema)))
+  const reaper = await session(t, schema)
+  const projects = ['p1', 'p2', 'p3']
+  const failures: string[] = []
+  let batches = 0
+  let seed = 26
+  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const pick = <T>(items: T[]): T => items[Math.floor(random() * items.length)]!
+  const until = Date.now() + 4000
+  const worker = async (client: pg.Client, owner: string, lane: number) => {
+    const pending: string[] = []
+    let sequence = lane * 1_000_000
+    while (Date.now() < until) {
+      const ops: Op[] = []
+      for (let i = 0, n = 1 + Math.floor(random() * 8); i < n; i++) {
+        const p = pick(projects)
+        const lease = `lease-${owner}-${p}`
+        const kind = random()
+        const id = `${owner}-${++sequence}`
+        if (kind < 0.2) ops.push({ o: 'reserve', i: id, p, e: '2026-11', a: 200, n: 1, t: 'X' }), pending.push(id)
+        else if (kind < 0.3 && pending.length) ops.push({ o: 'commit', i: pending.shift()! })
+        else if (kind < 0.4 && pending.length) ops.push({ o: 'release', i: pending.shift()! })
+        else if (kind < 0.55) ops.push({ o: 'lease', i: lease, p, e: '2026-11', a: 200, n: 20, m: 1 + Math.floor(random() * 60) })
+        else if (kind < 0.8) ops.push({ o: 'draw', i: id, l: lease, n: 1, t: 'X' })
+        else if (kind < 0.9) ops.push({ o: 'shrink', i: lease, n: 1 })
+        else if (kind < 0.95) ops.push({ o: 'grant', i: `g-${id}`, p, e: '2026-11', n: 1, r: 'test', w: owner })
+        else ops.push({ o: 'refund', i: `${owner}-${Math.max(1, sequence - 3)}`, n: 1 })
+      }
+      try {
+        await apply(client, owner, ops)
+        batches++
+      } catch (error) {
+        failures.push((error as { code?: string }).code ?? String(error))
+      }
+    }
+  }
+  const reaping = (async () => {
+    while (Date.now() < until) {
+      // An instance now and then taken for dead, so the reaper has holds to release.
+      await reaper.query(`DELETE FROM tollgate_instances WHERE id = $1`, [pick(owners)])
+      await reaper.query('SELECT tollgate_reap(10000)').catch((error) => failures.push(error.code ?? String(error)))
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  })()
+  await Promise.all([...clients.map((client, i) => worker(client, owners[i]!, i)), reaping])
+  return { batches, failures, reaper }
+}
+
 t.test('one lock order', async (t) => {
   if (!(await needServers(t))) return
 
@@ -133,55 +184,15 @@ t.test('one lock order', async (t) => {
     })
   }
 
+  t.test('the stress below on core version 4 (one session per instance, as it ran then): it deadlocks', async (t) => {
+    const { batches, failures } = await stress(t, 4, ['w', 'x', 'y', 'z'])
+    const deadlocks = failures.filter((code) => code === '40P01').length
+    t.ok(deadlocks > 0, `core version 4: ${deadlocks} deadlocks (40P01) in ${batches + failures.length} batches and reaps (other failures: ${failures.filter((code) => code !== '40P01').length})`)
+  })
+
   t.test('random batches of every op from four instances of two sessions each and the reaper: never a deadlock', async (t) => {
-    const schema = await migratedTo(t, LATEST)
     // Two sessions per instance: its batches in flight side by side (pg.ts, core version 6).
-    const owners = ['w', 'x', 'y', 'z', 'w', 'x', 'y', 'z']
-    const clients = await Promise.all(owners.map(() => session(t, schema)))
-    const reaper = await session(t, schema)
-    const projects = ['p1', 'p2', 'p3']
-    const failures: string[] = []
-    let batches = 0
-    let seed = 26
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
-    const pick = <T>(items: T[]): T => items[Math.floor(random() * items.length)]!
-    const until = Date.now() + 4000
-    const worker = async (client: pg.Client, owner: string, lane: number) => {
-      const pending: string[] = []
-      let sequence = lane * 1_000_000
-      while (Date.now() < until) {
-        const ops: Op[] = []
-        for (let i = 0, n = 1 + Math.floor(random() * 8); i < n; i++) {
-          const p = pick(projects)
-          const lease = `lease-${owner}-${p}`
-          const kind = random()
-          const id = `${owner}-${++sequence}`
-          if (kind < 0.2) ops.push({ o: 'reserve', i: id, p, e: '2026-11', a: 200, n: 1, t: 'X' }), pending.push(id)
-          else if (kind < 0.3 && pending.length) ops.push({ o: 'commit', i: pending.shift()! })
-          else if (kind < 0.4 && pending.length) ops.push({ o: 'release', i: pending.shift()! })
-          else if (kind < 0.55) ops.push({ o: 'lease', i: lease, p, e: '2026-11', a: 200, n: 20, m: 1 + Math.floor(random() * 60) })
-          else if (kind < 0.8) ops.push({ o: 'draw', i: id, l: lease, n: 1, t: 'X' })
-          else if (kind < 0.9) ops.push({ o: 'shrink', i: lease, n: 1 })
-          else if (kind < 0.95) ops.push({ o: 'grant', i: `g-${id}`, p, e: '2026-11', n: 1, r: 'test', w: owner })
-          else ops.push({ o: 'refund', i: `${owner}-${Math.max(1, sequence - 3)}`, n: 1 })
-        }
-        try {
-          await apply(client, owner, ops)
-          batches++
-        } catch (error) {
-          failures.push((error as { code?: string }).code ?? String(error))
-        }
-      }
-    }
-    const reaping = (async () => {
-      while (Date.now() < until) {
-        // An instance now and then taken for dead, so the reaper has holds to release.
-        await reaper.query(`DELETE FROM tollgate_instances WHERE id = $1`, [pick(owners)])
-        await reaper.query('SELECT tollgate_reap(10000)').catch((error) => failures.push(error.code ?? String(error)))
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    })()
-    await Promise.all([...clients.map((client, i) => worker(client, owners[i]!, i)), reaping])
+    const { batches, failures, reaper } = await stress(t, LATEST, ['w', 'x', 'y', 'z', 'w', 'x', 'y', 'z'])
     t.ok(batches > 60, `${batches} batches applied`)
     t.same(failures, [], 'no batch and no reap failed (no 40P01)')
     // The balance rows agree with the ledger rows, unfolded draws counted (core version 6).
