@@ -32,8 +32,6 @@ export interface TargetView {
     readonly throttled: number
     readonly latencySum: number
     readonly latencyCount: number
-    /** Requests answered by joining an identical one in flight; absent while the pool does not coalesce. */
-    readonly coalesced?: number
   }
 }
 
@@ -42,6 +40,8 @@ export interface UpstreamView {
   readonly name: string
   readonly targets: readonly TargetView[]
   readonly budget: { readonly refused: number }
+  /** Requests answered by joining an identical one in flight: they reach no target, so the pool counts them. */
+  readonly coalesced: number
 }
 
 function latency(ms: number | undefined): string {
@@ -75,7 +75,6 @@ function row(upstream: string, target: TargetView, now: number): SafeHtml {
     <td data-label="In flight" class="r">${formatNumber(target.inFlight)}</td>
     <td data-label="Retries" class="r">${formatNumber(c.retries)}</td>
     <td data-label="Hedges" class="r">${formatNumber(c.hedges)}</td>
-    <td data-label="Coalesced" class="r">${c.coalesced === undefined ? html`<span title="this pool does not coalesce requests">—</span>` : formatNumber(c.coalesced)}</td>
     <td data-label="429 answers" class="r ${c.throttled ? 'bad' : ''}">${formatNumber(c.throttled)}</td>
   </tr>`
 }
@@ -84,10 +83,10 @@ function table(upstream: UpstreamView, now: number): SafeHtml {
   const healthy = upstream.targets.filter((t) => !targetState(t, now).bad).length
   // Scrolls inside its card on a narrow desktop; on a phone each target is a block (app.css).
   return html`<div class="table-wrap" role="region" aria-label="Targets of ${upstream.name}" tabindex="0"><table class="table upstream-targets">
-    <caption>${upstream.name} <span class="muted small">· ${healthy} of ${upstream.targets.length} healthy${upstream.budget.refused ? html` · ${formatNumber(upstream.budget.refused)} retries refused by the budget` : ''}</span></caption>
+    <caption>${upstream.name} <span class="muted small">· ${healthy} of ${upstream.targets.length} healthy${upstream.budget.refused ? html` · ${formatNumber(upstream.budget.refused)} retries refused by the budget` : ''} · ${formatNumber(upstream.coalesced)} coalesced (answered from an identical request in flight, reaching no target)</span></caption>
     <thead><tr><th scope="col">Target</th><th scope="col">State</th><th scope="col" class="r">Requests</th><th scope="col" class="r">Errors</th>
       <th scope="col" class="r">Mean latency</th><th scope="col" class="r">Recent latency</th><th scope="col" class="r">Ejections</th><th scope="col" class="r">In flight</th>
-      <th scope="col" class="r">Retries</th><th scope="col" class="r">Hedges</th><th scope="col" class="r">Coalesced</th><th scope="col" class="r">429 answers</th></tr></thead>
+      <th scope="col" class="r">Retries</th><th scope="col" class="r">Hedges</th><th scope="col" class="r">429 answers</th></tr></thead>
     <tbody>${upstream.targets.map((target) => row(upstream.name, target, now))}</tbody>
   </table></div>`
 }

@@ -120,8 +120,9 @@ const jsonRpc: PluginDefinition<JsonRpcConfig> = {
     const table: MethodTable = { allow: new Set(config.allow), aliases: config.aliases, chainInfo: config.chainInfo }
     const readOnly = new Set<string>(config.readOnly)
     const coalesced = coalescedCounter(init.metrics).labels(init.routeName)
+    const pool = init.upstream(config.upstream)
     const coalesce: CoalesceOptions | undefined = config.coalesce && readOnly.size > 0
-      ? { inFlight: IN_FLIGHT, readOnly, joined: () => coalesced.inc() }
+      ? { inFlight: IN_FLIGHT, readOnly, joined: () => { coalesced.inc(); pool.coalesced++ } }
       : undefined
     return {
       async handle(ctx) {

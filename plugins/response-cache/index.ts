@@ -143,7 +143,8 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
   needs: () => ({ responseBody: true }),
   create(config, init) {
     const routeUpstream = init.route.upstream
-    const upstreamUrl = routeUpstream && init.upstreamNames.includes(routeUpstream) ? init.upstream(routeUpstream).config.url : ''
+    const pool = routeUpstream && init.upstreamNames.includes(routeUpstream) ? init.upstream(routeUpstream) : undefined
+    const upstreamUrl = pool ? pool.config.url : ''
     const cacheName = config.pool ?? init.routeName
     const lookups = sharedCounter(init.metrics, 'tollgate_cache_lookups_total', 'response-cache lookups by route and result (hit, miss, coalesced).', ['route', 'result'])
     const evictions = sharedCounter(init.metrics, 'tollgate_cache_evictions_total', 'Entries response-cache evicted to stay within maxBytes, by cache (pool or route).', ['cache'])
@@ -196,6 +197,7 @@ const responseCache: PluginDefinition<ResponseCacheConfig> = {
           if (outcome.kind === 'answer') {
             coalesced.inc()
             coalescedRequests.inc()
+            if (pool) pool.coalesced++
             return serve(ctx, outcome.answer)
           }
           if (outcome.kind === 'error') throw outcome.error

@@ -189,7 +189,7 @@ t.test('low-balance alerts: signed, retried with backoff, once per period, liste
   t.match(rows, [{ route: 'rpc', statusClass: '2xx', requests: 1, credits: 1 }, { route: 'rpc', statusClass: '4xx', requests: 1, errors: 1 }])
   t.ok(rows.every((row: { latencyMsMax: number }) => row.latencyMsMax > 0), 'latency is recorded')
   t.match(JSON.parse((await admin(gw, '/admin/projects/acme/usage?format=xml')).text), { error: { code: 'invalid_query', message: /format/ } })
-  t.match(JSON.parse((await admin(gw, '/admin/projects/acme/usage?by=key')).text), { error: { code: 'invalid_query', message: /by/ } })
+  t.match(JSON.parse((await admin(gw, '/admin/projects/acme/usage?by=colour')).text), { error: { code: 'invalid_query', message: /by/ } })
 })
 
 t.test('a project on a refill schedule is checked in its schedule period', async (t) => {

@@ -79,6 +79,7 @@ const coalescedOn = (route: string) => metricValue(gw.adminUrl, 'tollgate_coales
 
 t.test('20 identical read-only calls: one node request, 20 answers each with its own id, 20 charges', async (t) => {
   const before = await coalescedOn('rpc')
+  const poolBefore = await metricValue(gw.adminUrl, 'tollgate_upstream_coalesced_total', { upstream: 'node' })
   const ids = Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? i : `client-${i}`))
   const answers = await Promise.all(ids.map((id) => post({ jsonrpc: '2.0', id, method: 'chain_getBlockHash', params: [7] }, KEY.herd)))
   t.equal(node.requests.length, 1, 'one node request')
@@ -90,6 +91,7 @@ t.test('20 identical read-only calls: one node request, 20 answers each with its
   })
   t.equal(await used('herd'), 20, 'each coalesced request is charged as one request')
   t.equal((await coalescedOn('rpc')) - before, 19, 'the metric counts the 19 that joined')
+  t.equal((await metricValue(gw.adminUrl, 'tollgate_upstream_coalesced_total', { upstream: 'node' })) - poolBefore, 19, 'so does the pool (the dashboard panel shows it beside the targets)')
 })
 
 t.test('the GET form and an alias coalesce on what is sent to the node', async (t) => {

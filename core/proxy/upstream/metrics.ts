@@ -66,4 +66,14 @@ export function registerUpstreamMetrics(registry: Registry, upstreams: () => Ite
       for (const upstream of upstreams()) refused.inc({ upstream: upstream.name }, upstream.budget.refused)
     },
   })
+  const coalesced: Counter = new Counter({
+    name: 'tollgate_upstream_coalesced_total',
+    help: 'Requests answered from an identical request already in flight to this upstream (they reach no target), by upstream.',
+    labelNames: ['upstream'],
+    registers: [registry],
+    collect() {
+      coalesced.reset()
+      for (const upstream of upstreams()) coalesced.inc({ upstream: upstream.name }, upstream.coalesced)
+    },
+  })
 }

@@ -23,6 +23,12 @@ export class UpstreamPool {
   readonly basePath: string
   /** Whether anything beyond one plain attempt can happen (the forwarder's cheap path when not). */
   readonly plain: boolean
+  /**
+   * Requests answered by joining an identical exchange already in flight (jsonrpc's read-only
+   * coalescing, response-cache's followers). They never reach a target, so they are counted on
+   * the pool, by the plugins that coalesce; the operator page shows them beside the targets.
+   */
+  coalesced = 0
   readonly #policy: ChoicePolicy
   #stopProbes: (() => void) | undefined
 

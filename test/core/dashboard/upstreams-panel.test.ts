@@ -57,7 +57,7 @@ t.test('one table per pool with caption and headers; each state in words; labels
   t.equal((text.match(/<table /g) ?? []).length, 2, 'one table per upstream')
   t.ok(text.indexOf('<caption>chain-rpc') < text.indexOf('<caption>mirror'), 'in name order, each with a caption')
   t.match(text, /chain-rpc <span class="muted small">· 1 of 4 healthy/)
-  for (const header of ['Target', 'State', 'Requests', 'Errors', 'Mean latency', 'Recent latency', 'Ejections', 'In flight', 'Retries', 'Hedges', 'Coalesced', '429 answers']) {
+  for (const header of ['Target', 'State', 'Requests', 'Errors', 'Mean latency', 'Recent latency', 'Ejections', 'In flight', 'Retries', 'Hedges', '429 answers']) {
     t.match(text, new RegExp(`<th scope="col"[^>]*>${header}</th>`), `header ${header}`)
   }
   const rowOf = (name: string) => text.split('<tr>').find((r) => r.includes(`title="chain-rpc/${name}"`)) ?? ''
@@ -66,7 +66,10 @@ t.test('one table per pool with caption and headers; each state in words; labels
   t.match(rowOf('alchemy'), /data-label="Mean latency" class="r">20 ms</, 'mean of 10 and 30 ms')
   t.match(rowOf('alchemy'), /data-label="Retries" class="r">3</)
   t.match(rowOf('alchemy'), /data-label="Hedges" class="r">2</)
-  t.match(rowOf('alchemy'), /data-label="Coalesced" class="r"><span title="this pool does not coalesce requests">—</, 'no coalescing counter: a dash, not a zero')
+  t.notMatch(text, /data-label="Coalesced"/, 'coalesced requests reach no target: no per-target column')
+  t.match(text, /chain-rpc <span class="muted small">[^<]*· 0 coalesced \(answered from an identical request in flight, reaching no target\)/, 'the pool counts them in its caption')
+  pool.coalesced = 7
+  t.match(upstreamsFragment([pool], now).text, /· 7 coalesced/, 'the pool\'s own count')
   t.match(rowOf('public'), /ejected, 30 s left/)
   t.match(rowOf('public'), /data-label="Errors" class="r bad">2 \(100\.0%\)</)
   t.match(rowOf('public'), /data-label="Ejections" class="r">1</)
