@@ -36,6 +36,9 @@
  * (`autovacuum_naptime`, 60 s by default) instead of when 20 % of a table that is nearly all dead
  * rows has changed. They only bound the table's size now; no sum waits for them.
  *
+ * Third: `tollgate_apply` runs with `enable_seqscan = off` (see NO_SEQSCAN below): a plan a
+ * connection cached while `credit_holds` was nearly empty scanned the whole ledger in every batch.
+ *
  * THE LOCK ORDER of version 5/6 (lock-order-migration.ts, append-draws-migration.ts) is unchanged:
  * no lock is added or moved; the fold still deletes `credit_draws` rows only under its lease's FOR
  * UPDATE, and `folded_through` is written with the lease row's other columns at the end of the batch.
@@ -171,8 +174,17 @@ END
 $fn$;
 `
 
+// Every statement of tollgate_apply finds its rows by key. PL/pgSQL keeps a connection's plan of each
+// statement; one planned while `credit_holds` was nearly empty (a fresh schema, before the first
+// autoanalyze) is a sequential scan, kept after the table has grown to a ledger of many thousand rows:
+// every batch then read the whole ledger (1,357 buffers a batch at 100,000 rows, against ~20). With
+// sequential scans disabled for the function's own statements, the plan is an index scan at any size.
+const NO_SEQSCAN = `
+ALTER FUNCTION tollgate_apply(jsonb, text) SET enable_seqscan = off;
+`
+
 export const drawFoldMarkMigration: Migration = {
   version: 7,
-  name: 'draw ids and a fold mark per lease: unfolded sums skip folded draws; autovacuum settings of credit_draws',
-  sql: TABLES + V7_APPLY + V7_REAP,
+  name: 'draw ids and a fold mark per lease: unfolded sums skip folded draws; autovacuum settings of credit_draws; tollgate_apply without sequential scans',
+  sql: TABLES + V7_APPLY + NO_SEQSCAN + V7_REAP,
 }

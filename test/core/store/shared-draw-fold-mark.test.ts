@@ -14,7 +14,8 @@
  * whose versions pile up on their page between two prunings, so it varies either way.)
  *
  * Core version 6 is the reproduction (the count grows with the folded draws); the latest version
- * must keep it flat. The exactness half: a lease drawn to its last credit refuses the next draw, and
+ * must keep it flat. Likewise for a connection whose plans were cached while `credit_holds` was
+ * empty: on version 6 each of its batches then reads the whole ledger. The exactness half: a lease drawn to its last credit refuses the next draw, and
  * every fold moves each draw to `used` exactly once, after the same cycles (the readers' SQL past the
  * mark is exercised by shared-append-draws.test.ts, which runs on the latest version).
  */
@@ -97,6 +98,26 @@ t.test('an unfolded sum after thousands of folded draws', async (t) => {
     const { sum, batch } = await buffersAfterFolds(client, LATEST)
     t.comment(`version ${LATEST}, after ${99 * DRAWS} and ${(CYCLES - 1) * DRAWS} folded draws: unfolded sum ${sum.join(' -> ')} buffers, whole draw batch ${batch.join(' -> ')}`)
     t.ok(sum[1]! <= sum[0]! + 2, `the unfolded sum skips the folded draws: ${sum[0]} -> ${sum[1]} buffers`)
+  })
+
+  // A connection's cached plan made while the ledger was empty (a fresh schema, before autoanalyze).
+  const afterLedgerGrew = async (t: Test, version: number): Promise<number> => {
+    const { client } = await migrated(t, version)
+    await apply(client, [{ o: 'lease', i: 'lease-c', p: 'proj', e: '2026-11', a: 1e9, n: 1e6, m: 1 }])
+    for (let i = 0; i < 8; i++) await apply(client, [{ o: 'draw', i: `w${i}`, l: 'lease-c', n: 1, t: 'X' }])
+    await client.query(`INSERT INTO credit_holds (id, project_id, period, api_type, amount, charged, state, owner, settled_at)
+      SELECT 'h' || g, 'proj', '2026-11', 'X', 1, 1, 'committed', 'A', now() FROM generate_series(1, 50000) g`)
+    return buffersOf(client, 'SELECT tollgate_apply($1::jsonb, $2)', [JSON.stringify([{ o: 'draw', i: 'late', l: 'lease-c', n: 1, t: 'X' }]), 'A'])
+  }
+
+  t.test('core version 6: a draw planned on an empty ledger reads the whole ledger once it has grown', async (t) => {
+    const buffers = await afterLedgerGrew(t, 6)
+    t.ok(buffers > 300, `one draw after 50,000 ledger rows: ${buffers} buffers`)
+  })
+
+  t.test(`core version ${LATEST}: it still finds its rows by key`, async (t) => {
+    const buffers = await afterLedgerGrew(t, LATEST)
+    t.ok(buffers < 100, `one draw after 50,000 ledger rows: ${buffers} buffers`)
   })
 
   t.test(`core version ${LATEST}: still exact after thousands of folds`, async (t) => {
