@@ -225,7 +225,7 @@ const SHRINK_RECALL_V6 = `        l_charged[j] := l_charged[j] - x;
         END IF;`
 
 /** Replaces the one occurrence of `marker` in `text`; throws when there is not exactly one. */
-function splice(text: string, marker: string, replacement: string): string {
+export function splice(text: string, marker: string, replacement: string): string {
   const at = text.indexOf(marker)
   if (at < 0 || text.indexOf(marker, at + 1) >= 0) throw new Error(`append-draws migration: marker not found exactly once: ${marker.trim().slice(0, 60)}`)
   return text.slice(0, at) + replacement + text.slice(at + marker.length)

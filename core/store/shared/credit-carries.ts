@@ -19,6 +19,7 @@ import type { CreditCarry, CreditLedgerEntry } from '../types.ts'
 import type { MigrationSet } from './migrations.ts'
 import { pgFailure } from './pg.ts'
 import { RETRY_DELAYS_MS } from './credit-leases.ts'
+import { unfoldedAfterMark } from './draw-fold-mark-migration.ts'
 
 export const carryMigrations: MigrationSet = {
   module: 'credit-carries',
@@ -103,12 +104,13 @@ export async function carryInPostgres(pool: pg.Pool, carry: CreditCarry): Promis
  * Marks the other instances' leases of a period recalled and waits (about 0.6 s at most) until they
  * gave back their unheld credits, so a carry finds none parked there. The mark is a row of
  * `credit_recalls` (core migration 6): it waits for no lease row, which in-flight draws share-lock.
- * A lease's unheld credits are its `charged` less its draws not yet folded; its owner's next draw
+ * A lease's unheld credits are its `charged` less its draws not yet folded (read past its fold mark,
+ * migration 7); its owner's next draw
  * sees the mark and gives them back (the shrink deletes the mark).
  */
 export async function recallLeases(pool: pg.Pool, projectId: string, period: string, instanceId: string): Promise<void> {
   const others = `FROM credit_holds l WHERE l.project_id = $1 AND l.period = $2 AND l.state = 'pending' AND l.api_type = 'lease' AND l.owner <> $3
-    AND l.charged - coalesce((SELECT sum(d.amount) FROM credit_draws d WHERE d.lease_id = l.id), 0) > 0`
+    AND l.charged - ${unfoldedAfterMark('l')} > 0`
   try {
     await pool.query(`INSERT INTO credit_recalls (lease_id) SELECT l.id ${others} ORDER BY l.id ON CONFLICT (lease_id) DO NOTHING`, [projectId, period, instanceId])
     for (const delay of [...RETRY_DELAYS_MS, 0]) {

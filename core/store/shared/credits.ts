@@ -29,6 +29,7 @@ import type { CreditBalance, CreditGrant, CreditLedger, CreditLedgerEntry, Credi
 import type pg from 'pg'
 import { pgFailure, type PgBatcher } from './pg.ts'
 import { CARRIES_SQL, carryEntry } from './credit-carries.ts'
+import { unfoldedAfterMark } from './draw-fold-mark-migration.ts'
 
 type HoldState = 'pending' | 'committed' | 'released'
 
@@ -46,9 +47,10 @@ const done = Promise.resolve()
 /**
  * A period's balance as a reader sees it: committed charges plus pending holds, without the credits
  * instances hold in leases (credit-leases.ts), which no request has taken yet: a lease's `charged`
- * less its draws not yet folded (core migration 6, append-draws-migration.ts).
+ * less its draws not yet folded (core migration 6, append-draws-migration.ts), read past its fold mark
+ * (migration 7, draw-fold-mark-migration.ts) so that folded draws autovacuum has not removed cost nothing.
  */
-const BALANCE_SQL = `SELECT b.used + b.pending - coalesce((SELECT sum(l.charged - coalesce((SELECT sum(d.amount) FROM credit_draws d WHERE d.lease_id = l.id), 0))
+const BALANCE_SQL = `SELECT b.used + b.pending - coalesce((SELECT sum(l.charged - ${unfoldedAfterMark('l')})
   FROM credit_holds l WHERE l.project_id = b.project_id AND l.period = b.period AND l.state = 'pending' AND l.api_type = 'lease'), 0) AS used, b.granted
   FROM credit_balances b WHERE b.project_id = $1 AND b.period = $2`
 

@@ -19,6 +19,7 @@ import { creditGrantsMigration } from './credit-grants-migration.ts'
 import { creditLeasesMigration } from './credit-leases-migration.ts'
 import { lockOrderMigration } from './lock-order-migration.ts'
 import { appendDrawsMigration } from './append-draws-migration.ts'
+import { drawFoldMarkMigration } from './draw-fold-mark-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -225,5 +226,6 @@ export const coreMigrations: MigrationSet = {
     creditLeasesMigration,
     lockOrderMigration,
     appendDrawsMigration,
+    drawFoldMarkMigration,
   ],
 }

@@ -33,6 +33,7 @@ t.test('shared engine migrations', async (t) => {
       { module: 'core', version: 4 },
       { module: 'core', version: 5 },
       { module: 'core', version: 6 },
+      { module: 'core', version: 7 },
       { module: 'credit-carries', version: 1 },
       { module: 'document-revisions', version: 1 },
       { module: 'settings', version: 1 },
@@ -70,7 +71,7 @@ t.test('shared engine migrations', async (t) => {
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', $1, 'from the future')", [coreMigrations.migrations.length + 1])
     const opening = openSharedStore({ postgres: PG_URL, redis: REDIS_URL, schema, keyPrefix: freshPrefix(t) })
     await t.rejects(opening, { name: 'Error', code: 'schema_too_new' })
-    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 7 of the core tables, but this tollgate knows only up to version 6/)
+    await t.rejects(migrateSharedStore({ postgres: PG_URL, schema }), /holds version 8 of the core tables, but this tollgate knows only up to version 7/)
   })
 
   t.test('migrations of a set must be numbered 1, 2, 3...', async (t) => {
@@ -93,16 +94,17 @@ t.test('shared engine migrations', async (t) => {
     t.match(first.stdout, /applied core 4: credit leases: lease, draw and shrink ops/)
     t.match(first.stdout, /applied core 5: one lock order/)
     t.match(first.stdout, /applied core 6: append-only draws/)
+    t.match(first.stdout, /applied core 7: draw ids and a fold mark per lease/)
     t.match(first.stdout, /applied document-revisions 1: documents.revision and its trigger/)
     t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
     t.match(first.stdout, /applied accounts 1: accounts: users, project owners, sessions/)
     t.match(first.stdout, /applied usage 1: usage per route and status class/)
     t.match(first.stdout, /applied credit-carries 1: credit carries: unspent grants moved by a schedule change/)
-    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 6, document-revisions 1, settings 2, accounts 1, usage 1, credit-carries 1\\); 12 migration\\(s\\) applied`))
+    t.match(first.stdout, new RegExp(`schema "${schema}" is current \\(core 7, document-revisions 1, settings 2, accounts 1, usage 1, credit-carries 1\\); 13 migration\\(s\\) applied`))
     await sql(schema, "INSERT INTO tollgate_migrations (module, version, name) VALUES ('core', 9, 'newer')")
     const refused = run()
     t.equal(refused.status, 1)
-    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 6/)
+    t.match(refused.stderr, /holds version 9 of the core tables, but this tollgate knows only up to version 7/)
     const missing = spawnSync(process.execPath, [BIN, 'migrate', '-c', file], { env: { ...process.env, DATABASE_URL: '', REDIS_URL: '' }, encoding: 'utf8' })
     t.equal(missing.status, 1, 'a config without the URLs is refused by the schema')
   })
