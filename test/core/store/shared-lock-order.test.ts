@@ -116,7 +116,38 @@ async function twoPeriodsOppositeOrders(t: Test, version: number): Promise<unkno
   )
 }
 
-/** Random batches of every op from `owners` (one session each) and the reaper, for 4 s, on a schema at `version`. */
+/**
+ * What pg.ts lets one instance have in flight: batches made only of lease ops (draw, lease,
+ * shrink) side by side, any other batch alone (a waiting lone batch holds back new lease batches).
+ * The stress keeps to it, as a gateway does; two mixed batches of one instance are never sent at once.
+ */
+class InstanceGate {
+  #leaseBatches = 0
+  #alone = false
+  #aloneWaiting = 0
+  #wake: (() => void)[] = []
+
+  async enter(alone: boolean): Promise<void> {
+    if (alone) this.#aloneWaiting++
+    while (this.#alone || (alone ? this.#leaseBatches > 0 : this.#aloneWaiting > 0)) await new Promise<void>((resolve) => this.#wake.push(resolve))
+    if (alone) {
+      this.#aloneWaiting--
+      this.#alone = true
+    } else this.#leaseBatches++
+  }
+
+  leave(alone: boolean): void {
+    if (alone) this.#alone = false
+    else this.#leaseBatches--
+    const wake = this.#wake
+    this.#wake = []
+    for (const resolve of wake) resolve()
+  }
+}
+
+const LEASE_OPS = new Set(['draw', 'lease', 'shrink'])
+
+/** Random batches of every op from `owners` (one session each; a name twice is two sessions of one instance) and the reaper, for 4 s, on a schema at `version`. */
 async function stress(t: Test, version: number, owners: string[]) {
   const schema = await migratedTo(t, version)
   const clients = await Promise.all(owners.map(() => session(t, schema)))
@@ -128,6 +159,7 @@ async function stress(t: Test, version: number, owners: string[]) {
   const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
   const pick = <T>(items: T[]): T => items[Math.floor(random() * items.length)]!
   const until = Date.now() + 4000
+  const gates = new Map(owners.map((owner) => [owner, new InstanceGate()]))
   const worker = async (client: pg.Client, owner: string, lane: number) => {
     const pending: string[] = []
     let sequence = lane * 1_000_000
@@ -147,11 +179,16 @@ async function stress(t: Test, version: number, owners: string[]) {
         else if (kind < 0.95) ops.push({ o: 'grant', i: `g-${id}`, p, e: '2026-11', n: 1, r: 'test', w: owner })
         else ops.push({ o: 'refund', i: `${owner}-${Math.max(1, sequence - 3)}`, n: 1 })
       }
+      const alone = ops.some((op) => !LEASE_OPS.has(String(op.o)))
+      const gate = gates.get(owner)!
+      await gate.enter(alone)
       try {
         await apply(client, owner, ops)
         batches++
       } catch (error) {
         failures.push((error as { code?: string }).code ?? String(error))
+      } finally {
+        gate.leave(alone)
       }
     }
   }
