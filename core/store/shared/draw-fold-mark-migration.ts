@@ -44,7 +44,7 @@
  * UPDATE, and `folded_through` is written with the lease row's other columns at the end of the batch.
  */
 import type { Migration } from './migrations.ts'
-import { V6_APPLY, splice } from './append-draws-migration.ts'
+import { V6_APPLY, V6_REAP, splice } from './append-draws-migration.ts'
 
 const TABLES = `
 ALTER TABLE credit_draws ADD COLUMN id bigserial;
@@ -114,50 +114,14 @@ apply = splice(apply, WRITE_V6, WRITE_V7)
 export const V7_APPLY = apply
 
 /** The reaper of version 6 (lock order unchanged) reading and folding past each dead lease's mark. */
-const V7_REAP = `
-CREATE OR REPLACE FUNCTION tollgate_reap(timeout_ms bigint) RETURNS bigint LANGUAGE plpgsql AS $fn$
-DECLARE
-  released bigint;
-  dead_projects text[];
-  dead_periods text[];
-  dead_ids text[];
-BEGIN
-  DELETE FROM tollgate_instances WHERE id = ANY (ARRAY(
-    SELECT si.id FROM tollgate_instances si WHERE si.seen_at < now() - timeout_ms * interval '1 millisecond'
-    ORDER BY si.id FOR UPDATE SKIP LOCKED));
-  SELECT coalesce(array_agg(d.project_id ORDER BY d.project_id, d.period), '{}'), coalesce(array_agg(d.period ORDER BY d.project_id, d.period), '{}')
-  INTO dead_projects, dead_periods
-  FROM (
-    SELECT DISTINCT h.project_id, h.period FROM credit_holds h
-    WHERE h.state = 'pending' AND NOT EXISTS (SELECT 1 FROM tollgate_instances i WHERE i.id = h.owner)
-  ) d;
-  IF array_length(dead_projects, 1) IS NULL THEN
-    RETURN 0;
-  END IF;
-  PERFORM 1 FROM credit_balances b JOIN unnest(dead_projects, dead_periods) AS k(kp, ke) ON b.project_id = k.kp AND b.period = k.ke
-  ORDER BY b.project_id, b.period FOR UPDATE OF b;
-  SELECT coalesce(array_agg(dh.id ORDER BY dh.id), '{}') INTO dead_ids FROM (
-    SELECT h.id FROM credit_holds h
-    JOIN unnest(dead_projects, dead_periods) AS k(kp, ke) ON h.project_id = k.kp AND h.period = k.ke
-    WHERE h.state = 'pending' AND NOT EXISTS (SELECT 1 FROM tollgate_instances i WHERE i.id = h.owner)
-    ORDER BY h.id
-    FOR UPDATE OF h SKIP LOCKED
-  ) dh;
-  -- Released first: what the dead holds had that no draw took (read before the fold below).
-  WITH rel AS (
-    UPDATE credit_holds h SET state = 'released', charged = 0, settled_at = now()
-    WHERE h.id = ANY (dead_ids) AND h.state = 'pending'
-    RETURNING h.project_id, h.period, h.id
+let reap = splice(V6_REAP, 'sum(o.charged - coalesce((SELECT sum(fd.amount) FROM credit_draws fd WHERE fd.lease_id = o.id), 0))', `sum(o.charged - ${unfoldedAfterMark('o')})`)
+reap = splice(reap, `  -- Then the fold of the dead leases' draws (their rows are locked above, so no draw is in flight):
+  -- drawn credits leave pending for used.
+  WITH dr AS (
+    DELETE FROM credit_draws d WHERE d.lease_id = ANY (dead_ids) RETURNING d.lease_id, d.amount
   ), sums AS (
-    SELECT rel.project_id, rel.period, sum(o.charged - ${unfoldedAfterMark('o')}) AS amount, count(*) AS n
-    FROM rel JOIN credit_holds o ON o.id = rel.id GROUP BY rel.project_id, rel.period
-  ), moved AS (
-    UPDATE credit_balances b SET pending = b.pending - sums.amount
-    FROM sums WHERE b.project_id = sums.project_id AND b.period = sums.period
-    RETURNING sums.n
-  )
-  SELECT coalesce(sum(n), 0) INTO released FROM moved;
-  -- Then the fold of the dead leases' draws past their marks (their rows are locked above, so no
+    SELECT h.project_id, h.period, sum(dr.amount) AS amount FROM dr JOIN credit_holds h ON h.id = dr.lease_id GROUP BY h.project_id, h.period
+  )`, `  -- Then the fold of the dead leases' draws past their marks (their rows are locked above, so no
   -- draw is in flight): drawn credits leave pending for used.
   WITH dr AS (
     DELETE FROM credit_draws d USING credit_holds h
@@ -165,14 +129,8 @@ BEGIN
     RETURNING h.project_id, h.period, d.amount
   ), sums AS (
     SELECT dr.project_id, dr.period, sum(dr.amount) AS amount FROM dr GROUP BY dr.project_id, dr.period
-  )
-  UPDATE credit_balances b SET used = b.used + sums.amount, pending = b.pending - sums.amount
-  FROM sums WHERE b.project_id = sums.project_id AND b.period = sums.period;
-  DELETE FROM credit_recalls WHERE lease_id = ANY (dead_ids);
-  RETURN released;
-END
-$fn$;
-`
+  )`)
+const V7_REAP = reap
 
 // Every statement of tollgate_apply finds its rows by key. PL/pgSQL keeps a connection's plan of each
 // statement; one planned while `credit_holds` was nearly empty (a fresh schema, before the first
