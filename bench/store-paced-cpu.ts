@@ -38,6 +38,8 @@ interface Engine {
   shared?: SharedStore
   schema?: string
   cpu: number[]
+  /** The kernel's share of {@link Engine.cpu} (system time): syscalls, the loopback network. */
+  system: number[]
   postgres: number[]
   batches: number[]
   rateCalls: number[]
@@ -81,13 +83,13 @@ function paced(store: Store, count: number): Promise<void> {
 try {
   for (const label of ENGINES) {
     if (label === 'embedded') {
-      engines.push({ label, store: openSqliteStore({ dataDir: join(dir, 'data') }), cpu: [], postgres: [], batches: [], rateCalls: [] })
+      engines.push({ label, store: openSqliteStore({ dataDir: join(dir, 'data') }), cpu: [], system: [], postgres: [], batches: [], rateCalls: [] })
       continue
     }
     if (label !== 'durable' && label !== 'async') throw new Error(`ENGINES: embedded, durable or async, got ${label}`)
     const schema = `tg_paced_${randomBytes(4).toString('hex')}`
     const shared = await openSharedStore({ postgres: POSTGRES, redis: REDIS, schema, keyPrefix: `${keyPrefix}${label}:`, creditCommit: label })
-    engines.push({ label: `shared, ${label}`, store: shared, shared, schema, cpu: [], postgres: [], batches: [], rateCalls: [] })
+    engines.push({ label: `shared, ${label}`, store: shared, shared, schema, cpu: [], system: [], postgres: [], batches: [], rateCalls: [] })
   }
   const perRound = Math.round(RATE * SECS)
   for (const engine of engines) await paced(engine.store, Math.round(RATE * 2))
@@ -101,6 +103,7 @@ try {
       await paced(engine.store, perRound)
       const used = process.cpuUsage(cpu)
       engine.cpu.push((used.user + used.system) / perRound)
+      engine.system.push(used.system / perRound)
       engine.postgres.push((serverCpu(backends, undefined).postgres - servers.postgres) / perRound)
       if (engine.shared !== undefined) {
         engine.batches.push((engine.shared.writeStats().batches - writes!.batches) / perRound)
@@ -109,10 +112,10 @@ try {
     }
   }
   console.log(`\n### Store CPU per request, ${RATE} req/s evenly paced, ${ROUNDS} × ${SECS} s, upstream ${UPSTREAM_MS} ms (medians)\n`)
-  console.log('| engine | store CPU µs/request (this process) | per round | PostgreSQL backends µs/request (all of this process\'s) | batches/request | Redis calls/request |\n|---|---:|---|---:|---:|---:|')
+  console.log('| engine | store CPU µs/request (this process) | of which system | per round | PostgreSQL backends µs/request (all of this process\'s) | batches/request | Redis calls/request |\n|---|---:|---:|---|---:|---:|---:|')
   for (const e of engines) {
     const shared = e.shared !== undefined
-    console.log(`| ${e.label} | ${median(e.cpu).toFixed(1)} | ${e.cpu.map((v) => v.toFixed(1)).join(' / ')} | ${shared ? median(e.postgres).toFixed(1) : '—'} | ${shared ? median(e.batches).toFixed(3) : '—'} | ${shared ? median(e.rateCalls).toFixed(3) : '—'} |`)
+    console.log(`| ${e.label} | ${median(e.cpu).toFixed(1)} | ${median(e.system).toFixed(1)} | ${e.cpu.map((v) => v.toFixed(1)).join(' / ')} | ${shared ? median(e.postgres).toFixed(1) : '—'} | ${shared ? median(e.batches).toFixed(3) : '—'} | ${shared ? median(e.rateCalls).toFixed(3) : '—'} |`)
   }
 } finally {
   for (const engine of engines) await engine.store.close().catch(() => {})
