@@ -22,6 +22,8 @@
  *       [--profile DIR]                     (gateways run with --cpu-prof into DIR)
  *       [--no-pairs]                        (skip part 2)
  *       [--paced-share F]                   (equal-load rate as a share of the shared req/s; 0 skips it)
+ *       [--paced-rate N]                    (equal load only, at N req/s: no saturation rounds; with --profile,
+ *                                            profiles of the paced work alone, to compare engines per request)
  *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
  *       [--credit-commit durable|async|both] (store.creditCommit of the shared gateway; both: one gateway each, in the same rounds; default durable)
  *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
@@ -65,6 +67,7 @@ const { values } = parseArgs({
     profile: { type: 'string' },
     'no-pairs': { type: 'boolean', default: false },
     'paced-share': { type: 'string', default: '0.5' },
+    'paced-rate': { type: 'string' },
     'lease-credits': { type: 'string' },
     'credit-commit': { type: 'string', default: 'durable' },
     'servers-anywhere': { type: 'boolean', default: false },
@@ -79,6 +82,7 @@ if (creditCommit !== 'durable' && creditCommit !== 'async' && creditCommit !== '
 const pacedShare = Number(values['paced-share'])
 if (!(pacedShare >= 0 && pacedShare <= 1)) throw new Error(`--paced-share must be a number in [0, 1], got ${values['paced-share']}`)
 const connections = bounded('connections', values.connections, 1, 1000)
+const pacedRate = values['paced-rate'] === undefined ? undefined : bounded('paced-rate', values['paced-rate'], 1, 1_000_000)
 const schema = `tg_bench_${randomBytes(4).toString('hex')}`
 const keyPrefix = `tgbench:${randomBytes(4).toString('hex')}:`
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-shared-bench-'))
@@ -118,45 +122,48 @@ try {
   }
   const isShared = (engine: Engine) => engine !== embedded
   const engines = [embedded, ...shared]
-  // Warm-up: JIT, pools, the balance rows.
-  for (const engine of engines) await runLoad(engine.url, Math.min(2, seconds))
-  for (let round = 0; round < rounds; round++) {
-    // Each round starts with another engine, so a drift of the machine's speed falls on each in turn.
-    for (const engine of rotate(engines, round)) {
-      const backends = isShared(engine) ? await backendsOf(values.postgres, engine.proc.pid) : []
-      const redisPid = isShared(engine) ? redisServerPid() : undefined
-      if (!values['servers-anywhere']) for (const pid of [...backends, ...(redisPid === undefined ? [] : [redisPid])]) pinProcess(pid, String(LOAD_CORE))
-      const serversBefore = serverCpu(backends, redisPid)
-      const coresBefore = coreTimes()
-      const before = cpuMicros(engine.proc.pid)
-      const result = await runLoad(engine.url, seconds)
-      const cpu = cpuMicros(engine.proc.pid) - before
-      const serversAfter = serverCpu(backends, redisPid)
-      engine.coresBusy.push(coreBusy(coresBefore, coreTimes()))
-      if (result.failures > 0) console.error(`${engine.label}: ${result.failures} failed requests in round ${round + 1}`)
-      const requests = Math.max(1, result.requests)
-      engine.rps.push(result.rps)
-      engine.cpuPerRequest.push(cpu / requests)
-      engine.pgPerRequest.push((serversAfter.postgres - serversBefore.postgres) / requests)
-      engine.redisPerRequest.push((serversAfter.redis - serversBefore.redis) / requests)
+  // Warm-up: JIT, pools, the balance rows (at the paced rate with --paced-rate, so a profile holds paced work only).
+  for (const engine of engines) await (pacedRate === undefined ? runLoad(engine.url, Math.min(2, seconds)) : runPaced(engine.url, 2, pacedRate, connections))
+  if (pacedRate !== undefined) await equalLoad(engines, pacedRate)
+  else {
+    for (let round = 0; round < rounds; round++) {
+      // Each round starts with another engine, so a drift of the machine's speed falls on each in turn.
+      for (const engine of rotate(engines, round)) {
+        const backends = isShared(engine) ? await backendsOf(values.postgres, engine.proc.pid) : []
+        const redisPid = isShared(engine) ? redisServerPid() : undefined
+        if (!values['servers-anywhere']) for (const pid of [...backends, ...(redisPid === undefined ? [] : [redisPid])]) pinProcess(pid, String(LOAD_CORE))
+        const serversBefore = serverCpu(backends, redisPid)
+        const coresBefore = coreTimes()
+        const before = cpuMicros(engine.proc.pid)
+        const result = await runLoad(engine.url, seconds)
+        const cpu = cpuMicros(engine.proc.pid) - before
+        const serversAfter = serverCpu(backends, redisPid)
+        engine.coresBusy.push(coreBusy(coresBefore, coreTimes()))
+        if (result.failures > 0) console.error(`${engine.label}: ${result.failures} failed requests in round ${round + 1}`)
+        const requests = Math.max(1, result.requests)
+        engine.rps.push(result.rps)
+        engine.cpuPerRequest.push(cpu / requests)
+        engine.pgPerRequest.push((serversAfter.postgres - serversBefore.postgres) / requests)
+        engine.redisPerRequest.push((serversAfter.redis - serversBefore.redis) / requests)
+      }
     }
+    const serverColumns = (e: Engine) => (isShared(e) ? `${median(e.pgPerRequest).toFixed(1)} | ${median(e.redisPerRequest).toFixed(1)}` : '— | —')
+    const busy = (e: Engine) => e.coresBusy.map((cores) => cores.map((share) => `${(share * 100).toFixed(0)}%`).join('+')).join(' / ')
+    const row = (e: Engine) =>
+      `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} | ${busy(e)} |`
+    console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
+    console.log(`Shared gateway: store.creditCommit ${commits.join(' and ')}${values['lease-credits'] === undefined ? '' : `, leaseCredits ${values['lease-credits']}`}\n`)
+    console.log(`PostgreSQL backends and Redis: ${values['servers-anywhere'] ? 'where the OS puts them' : `pinned to core ${LOAD_CORE} (with the load generator and upstream); gateway on core ${PROXY_CORE}`}\n`)
+    console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round | cores busy per round (load core + gateway core) |\n|---|---:|---:|---:|---:|---|---|')
+    for (const engine of engines) console.log(row(engine))
+    console.log('')
+    for (const engine of shared) {
+      const rpsRatio = median(engine.rps) / median(embedded.rps)
+      const cpuRatio = median(engine.cpuPerRequest) / median(embedded.cpuPerRequest)
+      console.log(`${engine.label} / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request at saturation ${cpuRatio.toFixed(2)}× (the CPU target is at equal load, below)`)
+    }
+    if (pacedShare > 0) await equalLoad(engines, Math.round(Math.min(...shared.map((engine) => median(engine.rps))) * pacedShare))
   }
-  const serverColumns = (e: Engine) => (isShared(e) ? `${median(e.pgPerRequest).toFixed(1)} | ${median(e.redisPerRequest).toFixed(1)}` : '— | —')
-  const busy = (e: Engine) => e.coresBusy.map((cores) => cores.map((share) => `${(share * 100).toFixed(0)}%`).join('+')).join(' / ')
-  const row = (e: Engine) =>
-    `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} | ${busy(e)} |`
-  console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
-  console.log(`Shared gateway: store.creditCommit ${commits.join(' and ')}${values['lease-credits'] === undefined ? '' : `, leaseCredits ${values['lease-credits']}`}\n`)
-  console.log(`PostgreSQL backends and Redis: ${values['servers-anywhere'] ? 'where the OS puts them' : `pinned to core ${LOAD_CORE} (with the load generator and upstream); gateway on core ${PROXY_CORE}`}\n`)
-  console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round | cores busy per round (load core + gateway core) |\n|---|---:|---:|---:|---:|---|---|')
-  for (const engine of engines) console.log(row(engine))
-  console.log('')
-  for (const engine of shared) {
-    const rpsRatio = median(engine.rps) / median(embedded.rps)
-    const cpuRatio = median(engine.cpuPerRequest) / median(embedded.cpuPerRequest)
-    console.log(`${engine.label} / embedded: req/s ${rpsRatio.toFixed(2)}× (target >= 0.6×), CPU per request at saturation ${cpuRatio.toFixed(2)}× (the CPU target is at equal load, below)`)
-  }
-  if (pacedShare > 0) await equalLoad(engines, Math.round(Math.min(...shared.map((engine) => median(engine.rps))) * pacedShare))
   await stopAll()
 
   if (!values['no-pairs']) {
@@ -175,6 +182,8 @@ try {
 async function equalLoad(engines: Engine[], rate: number): Promise<void> {
   const perRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
   const pgPerRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
+  // What each gateway kept up with: below the asked rate, "equal load" was saturation on a busy machine.
+  const achieved = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
   let failures = 0
   for (let round = 0; round < rounds; round++) {
     for (const engine of rotate(engines, round)) {
@@ -186,15 +195,16 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
       const served = Math.max(1, result.requests + Math.round(rate * 0.5))
       perRequest.get(engine)!.push((cpuMicros(engine.proc.pid) - before) / served)
       pgPerRequest.get(engine)!.push((serverCpu(backends, undefined).postgres - serversBefore.postgres) / served)
+      achieved.get(engine)!.push(result.rps)
       failures += result.failures
     }
   }
   const [embedded, ...shared] = engines
   console.log(`\n### Equal load: every gateway at ${rate} req/s, evenly paced, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
-  console.log('| engine | gateway CPU µs/request | PostgreSQL backends µs/request (every request is charged) | per round |\n|---|---:|---:|---|')
+  console.log('| engine | gateway CPU µs/request | PostgreSQL backends µs/request (every request is charged) | per round | req/s served per round |\n|---|---:|---:|---|---|')
   for (const engine of engines) {
     const pgColumn = engine === embedded ? '—' : median(pgPerRequest.get(engine)!).toFixed(1)
-    console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${pgColumn} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} |`)
+    console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${pgColumn} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} | ${achieved.get(engine)!.map((v) => v.toFixed(0)).join(' / ')} |`)
   }
   console.log('')
   for (const engine of shared) console.log(`${engine.label} / embedded at equal load: CPU per request ${(median(perRequest.get(engine)!) / median(perRequest.get(embedded!)!)).toFixed(2)}× (target <= 1.2×, issue 26)`)

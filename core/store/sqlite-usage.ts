@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS usage_routes_hourly (
 ) WITHOUT ROWID;
 `
 
-interface PendingUsage {
+export interface PendingUsage {
   projectId: string
   apiType: string
   bucketMs: number
@@ -95,7 +95,7 @@ function latencyOf(event: UsageEvent): number {
   return event.latencyMs !== undefined && Number.isFinite(event.latencyMs) && event.latencyMs >= 0 ? event.latencyMs : 0
 }
 
-function addToRouteSum(sum: PendingRouteUsage, event: UsageEvent): void {
+export function addToRouteSum(sum: PendingRouteUsage, event: UsageEvent): void {
   const latency = latencyOf(event)
   sum.requests += event.requests
   sum.credits += event.credits
@@ -108,7 +108,7 @@ function addToRouteSum(sum: PendingRouteUsage, event: UsageEvent): void {
  * The sums the previous event went to, and what it was: almost every event of a busy gateway lands
  * in the same rows as the one before, and then no key string is built (two per event otherwise).
  */
-interface LastRows {
+export interface LastRows {
   projectId: string
   apiType: string
   bucketMs: number

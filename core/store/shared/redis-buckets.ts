@@ -155,6 +155,7 @@ export type RedisClient = ReturnType<typeof openRedis>
 
 /** A decision waiting for its turn's script call. */
 interface QueuedTake {
+  /** The bucket's key as the caller named it (without {@link RedisBuckets}' key prefix). */
   key: string
   capacity: number
   refillPerSecond: number
@@ -177,7 +178,7 @@ export class RedisBuckets {
   /** Script calls made and decisions in them, since open. */
   private readonly counters = { calls: 0, takes: 0, leased: 0 }
   private readonly leaseTokens: number
-  /** Per bucket key: the tokens leased, or (tokens 0) what Redis last said was left, to size the next lease. */
+  /** Per bucket key (the caller's, unprefixed): the tokens leased, or (tokens 0) what Redis last said was left, to size the next lease. */
   private readonly leases = new Map<string, TokenLease>()
 
   constructor(options: RedisBucketsOptions) {
@@ -202,8 +203,10 @@ export class RedisBuckets {
     if (!(capacity > 0) || !Number.isFinite(capacity)) return Promise.reject(new RangeError(`capacity must be a positive number, got ${capacity}`))
     if (!(refillPerSecond > 0) || !Number.isFinite(refillPerSecond)) return Promise.reject(new RangeError(`refillPerSecond must be a positive number, got ${refillPerSecond}`))
     if (!(cost >= 0) || !Number.isFinite(cost)) return Promise.reject(new RangeError(`cost must be a non-negative number, got ${cost}`))
-    const fullKey = this.prefix + key
-    const lease = this.leases.get(fullKey)
+    // Looked up by the caller's key, not the prefixed one: the rate-limit plugin passes the same
+    // string object for a project on every request, whose hash V8 keeps, where a prefixed copy
+    // would be built, flattened and hashed per decision (gateway CPU per request, issue 26).
+    const lease = this.leases.get(key)
     if (lease !== undefined && lease.tokens >= cost && lease.capacity === capacity && lease.refillPerSecond === refillPerSecond) {
       if (Date.now() < lease.expiresAt) {
         lease.tokens -= cost
@@ -213,7 +216,7 @@ export class RedisBuckets {
       lease.tokens = 0
     }
     return new Promise<RateDecision>((resolve, reject) => {
-      this.queue.push({ key: fullKey, capacity, refillPerSecond, cost, extra: 0, resolve, reject })
+      this.queue.push({ key, capacity, refillPerSecond, cost, extra: 0, resolve, reject })
       this.schedule()
     })
   }
@@ -265,7 +268,7 @@ export class RedisBuckets {
     const args = new Array<string>(batch.length * 4)
     for (let i = 0; i < batch.length; i++) {
       const take = batch[i]!
-      keys[i] = take.key
+      keys[i] = this.prefix + take.key
       args[i * 4] = String(take.capacity)
       args[i * 4 + 1] = String(take.refillPerSecond)
       args[i * 4 + 2] = String(take.cost)
