@@ -43,7 +43,8 @@
  * lease takes its `nextval` after the lease's FOR SHARE.
  *
  * `tollgate_apply` is version 7's text (draw-fold-mark-migration.ts) with the statement spliced in
- * after the lease locks and the op loop skipping the draws it answered.
+ * after the lease locks, the op loop skipping the draws it answered, and, for a batch of draws only,
+ * no lookup of balance rows to lock (a draw locks none: its result is always empty).
  */
 import type { Migration } from './migrations.ts'
 import { splice } from './append-draws-migration.ts'
@@ -103,8 +104,25 @@ const SET_DRAWS = `
     END IF;
     kind := op->>'o';`
 
+// A batch of draws only locks no balance row (step 2): its lookup of the periods to lock is skipped.
+const LOCK_LOOKUP_V7 = `
+  SELECT coalesce(array_agg(lk.kp ORDER BY lk.kp, lk.ke), '{}'), coalesce(array_agg(lk.ke ORDER BY lk.kp, lk.ke), '{}')
+  INTO lock_projects, lock_periods`
+const LOCK_LOOKUP_END_V7 = `
+  ) lk;
+  IF array_length(lock_projects, 1) IS NOT NULL THEN`
+
 let apply = V7_APPLY
 apply = splice(apply, '\nDECLARE\n', '\nDECLARE\n' + DECLARE.trimStart())
+apply = splice(apply, LOCK_LOOKUP_V7, `
+  IF NOT jsonb_path_exists(ops, '$[*] ? (@.o != "draw")') THEN
+    lock_projects := '{}';
+    lock_periods := '{}';
+  ELSE` + LOCK_LOOKUP_V7)
+apply = splice(apply, LOCK_LOOKUP_END_V7, `
+  ) lk;
+  END IF;
+  IF array_length(lock_projects, 1) IS NOT NULL THEN`)
 apply = splice(apply, LOOP_V7, SET_DRAWS)
 
 /** Version 8 of `tollgate_apply`: version 7 with the covered draws of share-locked leases set-based. */
