@@ -5,7 +5,7 @@
  * PostgreSQL backends and of the Redis server, per request (medians).
  *
  *   node --import tsx bench/shared-engine-ab.ts embedded:$PWD shared:/tmp/before shared:$PWD
- *   env: SECS (5), ROUNDS (3), RATE (fixed total req/s with autocannon; default: wrk closed loop,
+ *   env: SECS (5), ROUNDS (3), CREDIT_COMMIT (durable | async: store.creditCommit of the shared gateways), RATE (fixed total req/s with autocannon; default: wrk closed loop,
  *   50 connections), PROF (directory: gateways run with --cpu-prof)
  */
 import { mkdtempSync, writeFileSync } from 'node:fs'
@@ -21,6 +21,8 @@ const load = (url: string, s: number) => (RATE ? runAutocannon(url, s, 50, RATE)
 import { median } from './lib/report.ts'
 import { backendsOf, redisServerPid, serverCpu } from './lib/server-cpu.ts'
 const PG = 'postgres://postgres@127.0.0.1:5432/test'
+const CREDIT_COMMIT = process.env.CREDIT_COMMIT ?? 'durable'
+if (CREDIT_COMMIT !== 'durable' && CREDIT_COMMIT !== 'async') throw new Error(`CREDIT_COMMIT must be durable or async, got ${CREDIT_COMMIT}`)
 const specs = process.argv.slice(2) // e.g. shared:/work/main shared:/work/wt/perf embedded:/work/wt/perf
 const seconds = Number(process.env.SECS ?? 5), rounds = Number(process.env.ROUNDS ?? 3)
 pinSelf(LOAD_CORE)
@@ -33,7 +35,7 @@ for (const spec of specs) {
   const schema = `tg_perfab_${randomBytes(4).toString('hex')}`
   schemas.push(schema)
   const [port, adminPort] = [await freePort(), await freePort()]
-  const store = engine === 'embedded' ? `store:\n  dataDir: ./data\n` : `store: { engine: shared, postgres: "${PG}", redis: "redis://127.0.0.1:6379", schema: ${schema}, keyPrefix: "tgperfab:${schema}:" }\n`
+  const store = engine === 'embedded' ? `store:\n  dataDir: ./data\n` : `store: { engine: shared, postgres: "${PG}", redis: "redis://127.0.0.1:6379", schema: ${schema}, keyPrefix: "tgperfab:${schema}:", creditCommit: ${CREDIT_COMMIT} }\n`
   const config = tollgateConfig({ port, adminPort, upstreamUrl: upstream.url, empty: false, typical: true }).replace(/store:\n {2}dataDir: \.\/data\n/, store)
   const d = mkdtempSync(join(dir, 'gw-'))
   writeFileSync(join(d, 'gateway.yaml'), config)

@@ -137,7 +137,7 @@ const V7_REAP = reap
 // autoanalyze) is a sequential scan, kept after the table has grown to a ledger of many thousand rows:
 // every batch then read the whole ledger (1,357 buffers a batch at 100,000 rows, against ~20). With
 // sequential scans disabled for the function's own statements, the plan is an index scan at any size.
-const NO_SEQSCAN = `
+export const NO_SEQSCAN = `
 ALTER FUNCTION tollgate_apply(jsonb, text) SET enable_seqscan = off;
 `
 

@@ -20,6 +20,7 @@ import { creditLeasesMigration } from './credit-leases-migration.ts'
 import { lockOrderMigration } from './lock-order-migration.ts'
 import { appendDrawsMigration } from './append-draws-migration.ts'
 import { drawFoldMarkMigration } from './draw-fold-mark-migration.ts'
+import { setDrawsMigration } from './set-draws-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -227,5 +228,6 @@ export const coreMigrations: MigrationSet = {
     lockOrderMigration,
     appendDrawsMigration,
     drawFoldMarkMigration,
+    setDrawsMigration,
   ],
 }
