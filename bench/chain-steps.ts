@@ -19,7 +19,7 @@ const { Registry } = await import('prom-client')
 const { openSqliteStore } = await import(join(resolve(root), 'core/store/sqlite.ts'))
 const { ProjectDirectory, hashCredential } = await import(join(resolve(root), 'core/projects/projects.ts'))
 const { Context } = await import(join(resolve(root), 'core/proxy/context.ts'))
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the two trees' plugin types need not match
+// any: the two trees' plugin types need not match.
 const plugin = async (name: string): Promise<any> => (await import(join(resolve(root), 'plugins', name, 'index.ts'))).default
 const store = openSqliteStore({ dataDir: mkdtempSync(join(tmpdir(), 'chainbench-')) })
 const KEY = 'tg_benchkey_0123456789abcdef0123456789abcdef'
@@ -37,7 +37,6 @@ const instances = await Promise.all(defs.map(([d, c]) => d.create(c, init(d.name
 const request = instances.filter((i) => i.request).map((i) => i.request.bind(i))
 const response = instances.filter((i) => i.response).map((i) => i.response.bind(i))
 const done = instances.filter((i) => i.done).map((i) => i.done.bind(i))
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function steps(list: any[], ctx: any) { for (const s of list) { const r = s(ctx); if (r) await r } }
 async function one() {
   const ctx = new Context('GET', `/bench/${KEY}`, '', {}, '127.0.0.1')
