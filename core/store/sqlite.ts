@@ -57,6 +57,7 @@ import type {
   CreditReservation,
   DocumentCollection,
   Granularity,
+  ImmediateStore,
   RateDecision,
   Store,
   StoreHealth,
@@ -134,6 +135,17 @@ export class SqliteStore implements Store {
   readonly settings: SqliteSettings
   /** Users and admin sessions, in this database. */
   readonly accounts: SqliteAccounts
+  /** Reservations, buckets and usage sums live in this process: their answers are ready at once. */
+  readonly immediate: ImmediateStore = {
+    reserveCredits: (reservation) => this.credits.reserve(reservation, this.clock()),
+    takeToken: (key, capacity, refillPerSecond, cost) => this.buckets.take(key, capacity, refillPerSecond, cost),
+    closeCredits: (reservationId) => {
+      // A pending reservation's release writes nothing (it never reached the disk); a settled one's
+      // last write was awaited by whoever committed or refunded it.
+      void this.credits.close(reservationId)
+    },
+    recordUsage: (event) => this.usage.record(event),
+  }
 
   constructor(options: SqliteStoreOptions) {
     mkdirSync(options.dataDir, { recursive: true })

@@ -189,8 +189,27 @@ export interface StoreHealth {
   components: Record<string, string>
 }
 
+/**
+ * The operations an engine that decides in this process (the embedded one) answers synchronously,
+ * with the same semantics as their promise forms on {@link Store}, throwing where those reject. A
+ * plugin on the per-request path calls them when the store has them: each promise form costs a
+ * promise, an await and a microtask turn per call, for an answer that was ready at once.
+ */
+export interface ImmediateStore {
+  reserveCredits(reservation: CreditReservation): { ok: boolean; balance: CreditBalance }
+  takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): RateDecision
+  /** Resolves nothing the caller waits for: the last write's promise went to whoever asked for that write. */
+  closeCredits(reservationId: string): void
+  recordUsage(event: UsageEvent): void
+}
+
 export interface Store {
   readonly engine: string
+  /**
+   * Present on engines whose answers need no I/O (embedded SQLite in its own process); absent on
+   * engines that ask a server or another process (shared, a cluster worker's proxy to the primary).
+   */
+  readonly immediate?: ImmediateStore
 
   /** Whether the store can serve requests now; a shared engine asks its servers (bounded by a short timeout). */
   health(): Promise<StoreHealth>

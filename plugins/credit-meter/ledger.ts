@@ -11,7 +11,9 @@
 import { GatewayError } from '../../core/proxy/plugin-api.ts'
 import type { Project } from '../../core/proxy/plugin-api.ts'
 import { currentSchedulePeriod } from '../../core/proxy/plugin-api.ts'
-import type { Store } from '../../core/store/types.ts'
+import type { CreditBalance, CreditReservation, ImmediateStore, Store } from '../../core/store/types.ts'
+
+const SETTLED = Promise.resolve()
 
 export type SettlementState = 'pending' | 'committed' | 'released'
 
@@ -58,18 +60,18 @@ export class CreditLedger {
    * @throws GatewayError 402 `credits_exhausted` when the balance does not cover the amount.
    */
   async reserve(id: string, project: Project, apiType: string, amount: number): Promise<MeteredRequest> {
-    const period = this.currentPeriod(project)
-    const { allocation } = project.credits
-    const { ok, balance } = await this.store.reserveCredits({ id, projectId: project.id, period, allocation, amount, apiType })
-    if (!ok) {
-      throw new GatewayError(
-        402,
-        'credits_exhausted',
-        `project ${project.id} has ${balance.remaining} of ${allocation + balance.granted} credits left in period ${period}; this request needs ${amount}`,
-        { detail: { project: project.id, period, remaining: balance.remaining, needed: amount } },
-      )
-    }
-    return { id, projectId: project.id, period, apiType, amount, state: 'pending', refunded: 0, remainingAfterReserve: balance.remaining }
+    const reservation = this.reservation(id, project, apiType, amount)
+    return metered(reservation, await this.store.reserveCredits(reservation))
+  }
+
+  /** {@link reserve} on a store that answers at once (the embedded engine): no promise, no microtask. */
+  reserveNow(immediate: ImmediateStore, id: string, project: Project, apiType: string, amount: number): MeteredRequest {
+    const reservation = this.reservation(id, project, apiType, amount)
+    return metered(reservation, immediate.reserveCredits(reservation))
+  }
+
+  private reservation(id: string, project: Project, apiType: string, amount: number): CreditReservation {
+    return { id, projectId: project.id, period: this.currentPeriod(project), allocation: project.credits.allocation, amount, apiType }
   }
 
   /**
@@ -77,20 +79,26 @@ export class CreditLedger {
    * released. May be called again when the answer changes (a later plugin turned it into an
    * error); a release after a commit refunds the charge.
    */
-  async settle(metered: MeteredRequest, charged: boolean, partialRefund: number): Promise<void> {
+  settle(metered: MeteredRequest, charged: boolean, partialRefund: number): Promise<void> {
     if (!charged) return this.release(metered)
-    if (metered.state === 'released') return
+    if (metered.state === 'released') return SETTLED
     const part = Math.min(Math.max(0, partialRefund), metered.amount) - metered.refunded
+    // Not an async function itself: on every request it would add a promise and an await around the commit.
+    return part > 0 ? this.refundThenCommit(metered, part) : this.commit(metered)
+  }
+
+  private async refundThenCommit(metered: MeteredRequest, part: number): Promise<void> {
     // The part goes back before the commit: a crash in between leaves a pending reservation,
     // which recovery releases whole, and that client never received its answer.
-    if (part > 0) {
-      await this.store.refundPart(metered.id, part)
-      metered.refunded += part
-    }
-    if (metered.state === 'pending') {
-      await this.store.commitCredits(metered.id)
-      metered.state = 'committed'
-    }
+    await this.store.refundPart(metered.id, part)
+    metered.refunded += part
+    await this.commit(metered)
+  }
+
+  private async commit(metered: MeteredRequest): Promise<void> {
+    if (metered.state !== 'pending') return
+    await this.store.commitCredits(metered.id)
+    metered.state = 'committed'
   }
 
   /** Gives the whole reservation back, committed or not. */
@@ -102,6 +110,8 @@ export class CreditLedger {
 
   /** The request is over: the store forgets the reservation (a pending one is released). */
   close(metered: MeteredRequest): void {
+    const immediate = this.store.immediate
+    if (immediate !== undefined) return immediate.closeCredits(metered.id)
     // What it resolves with is the last write's outcome, already reported where that was awaited.
     this.store.closeCredits(metered.id).catch(() => {})
   }
@@ -118,4 +128,21 @@ export class CreditLedger {
   static charged(metered: MeteredRequest | undefined): number {
     return metered?.state === 'committed' ? metered.amount - metered.refunded : 0
   }
+}
+
+/**
+ * The meter's record of an accepted reservation.
+ * @throws GatewayError 402 `credits_exhausted` when the balance did not cover the amount.
+ */
+function metered(reservation: CreditReservation, { ok, balance }: { ok: boolean; balance: CreditBalance }): MeteredRequest {
+  const { id, projectId, period, allocation, amount, apiType } = reservation
+  if (!ok) {
+    throw new GatewayError(
+      402,
+      'credits_exhausted',
+      `project ${projectId} has ${balance.remaining} of ${allocation + balance.granted} credits left in period ${period}; this request needs ${amount}`,
+      { detail: { project: projectId, period, remaining: balance.remaining, needed: amount } },
+    )
+  }
+  return { id, projectId, period, apiType, amount, state: 'pending', refunded: 0, remainingAfterReserve: balance.remaining }
 }

@@ -95,31 +95,42 @@ const rateLimit: PluginDefinition<RateLimitConfig> = {
       }
       return name
     }
-    return {
-      async request(ctx) {
-        let decision: RateDecision
-        try {
-          decision = await init.store.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond)
-        } catch (error) {
-          if (!(error instanceof GatewayError) || error.code !== 'store_unavailable') throw error
-          storeErrors.inc()
-          if (config.onStoreError === 'allow') {
-            ctx.logFields.rateLimit = 'store_unavailable_allowed'
-            return
-          }
-          throw errors.storeUnavailable('the rate limit cannot be checked right now; retry shortly', { headers: { 'retry-after': '1' }, cause: error })
+    /** Sets the RateLimit headers of a decision; a refusal throws 429. */
+    const apply = (ctx: RequestContext, decision: RateDecision): void => {
+      const headers = ctx.responseHeaders
+      headers['ratelimit-limit'] = decision.limit === config.capacity ? limitText : String(decision.limit)
+      headers['ratelimit-remaining'] = intText(decision.remaining)
+      headers['ratelimit-reset'] = intText(decision.resetSeconds)
+      headers['ratelimit-policy'] = policy
+      if (decision.allowed) return
+      limited.inc()
+      const retryAfter = String(decision.retryAfterSeconds)
+      throw new GatewayError(429, 'rate_limited', `rate limit of ${config.capacity} requests exceeded; retry after ${retryAfter} s`, {
+        headers: { 'retry-after': retryAfter },
+      })
+    }
+    /** Engines that ask a server: the decision arrives later, and the store may be unreachable. */
+    const decideRemotely = async (ctx: RequestContext): Promise<void> => {
+      let decision: RateDecision
+      try {
+        decision = await init.store.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond)
+      } catch (error) {
+        if (!(error instanceof GatewayError) || error.code !== 'store_unavailable') throw error
+        storeErrors.inc()
+        if (config.onStoreError === 'allow') {
+          ctx.logFields.rateLimit = 'store_unavailable_allowed'
+          return
         }
-        const headers = ctx.responseHeaders
-        headers['ratelimit-limit'] = decision.limit === config.capacity ? limitText : String(decision.limit)
-        headers['ratelimit-remaining'] = intText(decision.remaining)
-        headers['ratelimit-reset'] = intText(decision.resetSeconds)
-        headers['ratelimit-policy'] = policy
-        if (decision.allowed) return
-        limited.inc()
-        const retryAfter = String(decision.retryAfterSeconds)
-        throw new GatewayError(429, 'rate_limited', `rate limit of ${config.capacity} requests exceeded; retry after ${retryAfter} s`, {
-          headers: { 'retry-after': retryAfter },
-        })
+        throw errors.storeUnavailable('the rate limit cannot be checked right now; retry shortly', { headers: { 'retry-after': '1' }, cause: error })
+      }
+      apply(ctx, decision)
+    }
+    // The embedded engine decides in process: then no promise and no await per request.
+    const immediate = init.store.immediate
+    return {
+      request(ctx) {
+        if (immediate !== undefined) return apply(ctx, immediate.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond))
+        return decideRemotely(ctx)
       },
     }
   },
