@@ -31,7 +31,7 @@
  */
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -62,7 +62,25 @@ export function functionCosts(file: string): { total: number; functions: Functio
     const match = line.match(/^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(.+?)(?:\s+\[[^\]]*\])?$/)
     if (match && match[2].includes(':')) functions.push({ name: match[2], instructions: Number(match[1].replace(/,/g, '')) })
   }
-  return { total, functions }
+  // A dump's `summary:` line (what annotate prints as PROGRAM TOTALS) can overflow when the
+  // counters were zeroed and dumped more than once; its `totals:` line, near the end, stays right.
+  const totals = dumpTotals(file)
+  return { total: totals ?? total, functions }
+}
+
+/** The `totals:` line of a callgrind dump (first event: instructions), read from the file's tail. */
+function dumpTotals(file: string): number | undefined {
+  const size = statSync(file).size
+  const length = Math.min(size, 64 * 1024)
+  const buffer = Buffer.alloc(length)
+  const fd = openSync(file, 'r')
+  try {
+    readSync(fd, buffer, 0, length, size - length)
+  } finally {
+    closeSync(fd)
+  }
+  const match = buffer.toString('latin1').match(/^totals:\s+(\d+)/m)
+  return match ? Number(match[1]) : undefined
 }
 
 /** V8's perf map (`start size name` in hex): code address ranges of JIT-compiled functions. */
