@@ -28,6 +28,7 @@ import pg from 'pg'
 import { errors, GatewayError } from '../../proxy/errors.ts'
 import { countStoreRetry } from '../../proxy/resilience.ts'
 import { quoteIdent } from './migrations.ts'
+import { ApplyQuery } from './apply-query.ts'
 
 // numeric and bigint columns come back as JS numbers (credits and counters stay far below 2^53).
 // Set on this pool only: pg's global parsers are shared with any other module that uses pg.
@@ -280,8 +281,8 @@ export class PgBatcher {
       client = await this.checkOut()
       for (let retry = 0; ; retry++) {
         try {
-          const { rows } = await client.query<{ r: unknown[] }>({ ...statement, values })
-          results = rows[0]!.r
+          // Bind/Execute/Sync only, its one jsonb value parsed directly (apply-query.ts).
+          results = (await client.query(new ApplyQuery(statement, values)).promise) as unknown[]
           break
         } catch (error) {
           const code = (error as { code?: unknown }).code
