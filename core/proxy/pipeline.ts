@@ -158,7 +158,8 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
   const exchange = new Exchange(deps, table, req, res, ctx)
   ;(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE] = exchange
   answerStarted(req)
-  res.once('close', onResponseClose)
+  // `on`, not `once`: a response closes once, and `once` wraps the listener in a closure per request.
+  res.on('close', onResponseClose)
   void exchange.run()
 }
 
