@@ -325,6 +325,14 @@ class ForwardHandler implements AttemptOwner {
 
 function noop(): void {}
 
+/** Where the one executor of the forwarder's promises leaves its settling functions (no executor closure per request). */
+const settlers: { resolve: () => void; reject: (error: unknown) => void } = { resolve: noop, reject: noop }
+
+function captureSettlers(resolve: () => void, reject: (error: unknown) => void): void {
+  settlers.resolve = resolve
+  settlers.reject = reject
+}
+
 function onBodyDeadline(handler: ForwardHandler): void {
   handler.bodyTimedOut()
 }
@@ -356,10 +364,9 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     const left = remainingMs(ctx.startedAt, options.bodyTimeoutMs)
     if (left !== undefined && !req.complete) handler.bodyTimer = setTimeout(onBodyDeadline, left, handler)
   }
-  const done = new Promise<void>((resolve, reject) => {
-    handler.resolve = resolve
-    handler.reject = reject
-  })
+  const done = new Promise<void>(captureSettlers)
+  handler.resolve = settlers.resolve
+  handler.reject = settlers.reject
   ctx.onAbort(handler)
   if (ctx.aborted) handler.clientAborted()
   else handler.launch(undefined)
