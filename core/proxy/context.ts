@@ -53,6 +53,8 @@ export class Context implements RequestContext {
   truncated = false
   aborted = false
   #abort?: AbortController
+  /** The first listener (the forwarder's, on nearly every request) in a field, further ones in an array made when needed. */
+  #abortListener: ClientAbortListener | undefined = undefined
   #abortListeners?: ClientAbortListener[]
   readonly startedAt = performance.now()
   upstreamMs?: number
@@ -160,10 +162,15 @@ export class Context implements RequestContext {
    */
   onAbort(listener: ClientAbortListener): void {
     if (this.aborted) return listener.clientAborted()
-    ;(this.#abortListeners ??= []).push(listener)
+    if (this.#abortListener === undefined) this.#abortListener = listener
+    else (this.#abortListeners ??= []).push(listener)
   }
 
   offAbort(listener: ClientAbortListener): void {
+    if (this.#abortListener === listener) {
+      this.#abortListener = undefined
+      return
+    }
     const listeners = this.#abortListeners
     const i = listeners === undefined ? -1 : listeners.indexOf(listener)
     if (i !== -1) listeners!.splice(i, 1)
@@ -174,6 +181,9 @@ export class Context implements RequestContext {
     if (this.aborted) return
     this.aborted = true
     this.#abort?.abort()
+    const first = this.#abortListener
+    this.#abortListener = undefined
+    first?.clientAborted()
     for (const listener of this.#abortListeners ?? []) listener.clientAborted()
   }
 

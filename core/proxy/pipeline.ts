@@ -99,7 +99,9 @@ class Exchange {
         await readRequestBody(route, ctx, req)
         await runSteps(route.body, ctx)
       }
-      if (!ctx.answered) await target(deps, route, ctx, req, res)
+      if (!ctx.answered) {
+        await target(deps, route, ctx, req, res)
+      }
     } catch (thrown) {
       ctx.error = toGatewayError(thrown)
       if (ctx.error.status >= 500 && !(thrown instanceof GatewayError)) {
@@ -110,24 +112,33 @@ class Exchange {
       if (!res.headersSent && !ctx.aborted) await answer(deps, table, this.route, ctx, res)
     } finally {
       this.chainSettled = true
-      void this.runDone()
+      this.runDone()
     }
   }
 
-  async runDone(): Promise<void> {
+  /** Called when the chain settled and when the answer closed: runs `done` after the second. Not async: without done plugins nothing waits, and no promise is made. */
+  runDone(): void {
     if (this.doneRan || !this.chainSettled || !this.closed) return
     this.doneRan = true
-    const { deps, table, route, ctx } = this
-    if (route?.done.length) {
-      for (const step of route.done) {
-        try {
-          await step(ctx)
-        } catch (error) {
-          deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
-        }
+    if (this.route?.done.length) void this.runDonePlugins()
+    else this.observed()
+  }
+
+  async runDonePlugins(): Promise<void> {
+    const { deps, ctx } = this
+    for (const step of this.route!.done) {
+      try {
+        await step(ctx)
+      } catch (error) {
+        deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
       }
     }
-    observe(deps, route, ctx, this.req, this.res)
+    this.observed()
+  }
+
+  observed(): void {
+    const { deps, table } = this
+    observe(deps, this.route, this.ctx, this.req, this.res)
     deps.inFlight.count--
     if (--table.inFlight === 0 && table.retired) deps.tableIdle(table)
   }
@@ -138,7 +149,7 @@ function onResponseClose(this: ServerResponse): void {
   answerClosed(exchange.socket, exchange.req)
   if (!this.writableFinished) exchange.ctx.abortClient()
   exchange.closed = true
-  void exchange.runDone()
+  exchange.runDone()
 }
 
 export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMessage, res: ServerResponse): void {
@@ -158,7 +169,8 @@ export function handleRequest(deps: PipelineDeps, table: Table, req: IncomingMes
   const exchange = new Exchange(deps, table, req, res, ctx)
   ;(res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE] = exchange
   answerStarted(req)
-  res.once('close', onResponseClose)
+  // `on`, not `once`: a response closes once, and `once` wraps the listener in a closure per request.
+  res.on('close', onResponseClose)
   void exchange.run()
 }
 
@@ -174,17 +186,19 @@ async function readRequestBody(route: CompiledRoute, ctx: Context, req: Incoming
   ctx.body = json ? { raw, json: raw.length === 0 ? undefined : parseJson(raw) } : { raw }
 }
 
-async function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (route.handler) {
-    await route.handler.handle!(ctx)
-    if (!ctx.response) throw errors.internal(`handler of route ${route.name} gave no answer`)
-    return
-  }
+/** Not async: a forwarded request's promise is the forwarder's own, awaited once by the caller (no second promise and hop per request). */
+function target(deps: PipelineDeps, route: CompiledRoute, ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (route.handler) return handled(route, ctx)
   const upstream = deps.upstreams.get(ctx.upstream!)
   if (!upstream) throw errors.internal(`route ${route.name} names upstream ${ctx.upstream}, which does not exist`)
   let forwarding = route.forwarding
   if (forwarding === undefined || forwarding.safe.trustProxy !== deps.trustProxy) forwarding = route.forwarding = forwardingOf(deps, route)
-  await forward(ctx, req, res, upstream, route.config.idempotent === true || safeMethod(ctx.upstreamMethod ?? ctx.method) ? forwarding.safe : forwarding.unsafe)
+  return forward(ctx, req, res, upstream, route.config.idempotent === true || safeMethod(ctx.upstreamMethod ?? ctx.method) ? forwarding.safe : forwarding.unsafe)
+}
+
+async function handled(route: CompiledRoute, ctx: Context): Promise<void> {
+  await route.handler!.handle!(ctx)
+  if (!ctx.response) throw errors.internal(`handler of route ${route.name} gave no answer`)
 }
 
 /** The forwarder's options depend on the route and the gateway only: made on the route's first forwarded request, not on each. */

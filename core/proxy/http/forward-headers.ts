@@ -4,6 +4,7 @@
  * in (gateway-cookies.ts), X-Forwarded-* set (believed from a trusted proxy only: client-address.ts).
  */
 import type { IncomingMessage } from 'node:http'
+import { createRequire } from 'node:module'
 import type { Context } from '../context.ts'
 import { withoutGatewayCookies, type UpstreamCredentialPolicy } from './gateway-cookies.ts'
 import type { ProxyTrust } from './client-address.ts'
@@ -55,13 +56,50 @@ export function upstreamRequestHeaders(ctx: Context, req: IncomingMessage, proxi
   return headers
 }
 
-export function cleanResponseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+/**
+ * A raw header name (undici's Buffer) as a lower-case string. undici's own lookup returns the
+ * interned name of a well-known header without making a string; its module is not among the
+ * package's public entry points, so a lower-casing of our own stands in if it ever moves.
+ */
+const lowerCaseName: (name: Buffer) => string = (() => {
+  try {
+    const util = createRequire(import.meta.url)('undici/lib/core/util.js') as { headerNameToString?: (name: Buffer) => string }
+    if (typeof util.headerNameToString === 'function') return util.headerNameToString
+  } catch {}
+  return (name: Buffer) => name.toString('latin1').toLowerCase()
+})()
+
+/** The value of header `name` (lower case) in undici's raw list, the first one if repeated. */
+export function rawHeaderValue(raw: Buffer[], name: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) if (lowerCaseName(raw[i]) === name) return raw[i + 1].toString('latin1')
+  return undefined
+}
+
+/**
+ * The upstream's answer head as the client gets it, from undici's raw list in one pass: names in
+ * lower case, a repeated header as an array of its values (as undici's own parse makes them),
+ * hop-by-hop headers and the ones `Connection` names dropped.
+ */
+export function upstreamResponseHeaders(raw: Buffer[]): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
-  const named = connectionTokens(headers.connection)
-  for (const name in headers) {
-    const value = headers[name]
-    if (value === undefined || RESPONSE_DROP.has(name) || named.includes(name)) continue
-    out[name] = value
+  let connection: string | string[] | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = lowerCaseName(raw[i])
+    const value = raw[i + 1].toString('latin1')
+    if (RESPONSE_DROP.has(name)) {
+      if (name === 'connection') connection = connection === undefined ? value : ([] as string[]).concat(connection, value)
+      continue
+    }
+    // Never a property of the object's prototype; undici's parse dropped it the same way in effect.
+    if (name === '__proto__') continue
+    const before = out[name]
+    if (before === undefined) out[name] = value
+    else if (typeof before === 'string') out[name] = [before, value]
+    else before.push(value)
+  }
+  if (connection !== undefined) {
+    const named = connectionTokens(connection)
+    if (named !== KEEP_ALIVE && named !== CLOSE) for (const name of named) delete out[name]
   }
   return out
 }

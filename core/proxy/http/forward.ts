@@ -15,13 +15,13 @@ import type { Context } from '../context.ts'
 import { corkUntilTurnEnd } from './turn-flush.ts'
 import { bodyTimedOut, remainingMs } from './body.ts'
 import type { UpstreamHandle } from './upstreams.ts'
-import { Attempt, type AttemptOwner } from './forward-attempt.ts'
+import { Attempt, type AttemptControl, type AttemptOwner } from './forward-attempt.ts'
 import { retryableError, retryableStatus } from '../upstream/retry-rules.ts'
 import type { Target } from '../upstream/target.ts'
 import { THROTTLED } from '../upstream/choose.ts'
 import type { UpstreamCredentialPolicy } from './gateway-cookies.ts'
 import type { ProxyTrust } from './client-address.ts'
-import { cleanResponseHeaders, upstreamRequestHeaders } from './forward-headers.ts'
+import { upstreamRequestHeaders, upstreamResponseHeaders } from './forward-headers.ts'
 
 const BODY_TOO_LARGE = Symbol('body-too-large')
 /** Body bytes held while the response plugins decide the head, before the upstream is paused. */
@@ -94,7 +94,8 @@ class ForwardHandler implements AttemptOwner {
   pausedForHead = false
   /** The upstream body ended while the head was pending. */
   endedBeforeHead = false
-  controller: Dispatcher.DispatchController | undefined
+  /** The attempt that won, once it did: what pauses, resumes and aborts the answer's body. */
+  controller: AttemptControl | undefined
   bodyTimer: NodeJS.Timeout | undefined
   resolve: () => void = noop
   reject: (error: unknown) => void = noop
@@ -144,7 +145,7 @@ class ForwardHandler implements AttemptOwner {
     try {
       target.pool.dispatch(options, attempt)
     } catch (error) {
-      attempt.onResponseError(undefined as unknown as Dispatcher.DispatchController, error as Error)
+      attempt.onError(error as Error)
     }
   }
 
@@ -182,16 +183,16 @@ class ForwardHandler implements AttemptOwner {
     this.launch(first, 'hedge')
   }
 
-  won(attempt: Attempt, controller: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
+  won(attempt: Attempt, status: number, rawHeaders: Buffer[]): void {
     this.winner = attempt
-    this.controller = controller
+    this.controller = attempt
     this.ctx.upstreamTarget = attempt.target.name
     if (this.hedgeTimer) clearTimeout(this.hedgeTimer)
     // The loser runs on unseen (forward-attempt.ts says why).
     if (this.live.length > 1) for (const other of this.live) if (other !== attempt) other.abandon()
     // Emptied in place: one array less per request (the common case is a single attempt).
     this.live.length = 0
-    this.onResponseStart(controller, status, headers)
+    this.onResponseStart(attempt, status, rawHeaders)
   }
 
   /** A streamed client body not received by the route's deadline: the exchange ends with 408. */
@@ -228,10 +229,10 @@ class ForwardHandler implements AttemptOwner {
     this.reject(upstreamFailure(error, this.upstream.name))
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(controller: AttemptControl, statusCode: number, rawHeaders: Buffer[]): void {
     const ctx = this.ctx
     ctx.upstreamStatus = statusCode
-    const own = cleanResponseHeaders(headers)
+    const own = upstreamResponseHeaders(rawHeaders)
     ctx.response = { status: statusCode, headers: own }
     ctx.ownHeaders = own
     ctx.upstreamAnswerHeaders = own
@@ -248,7 +249,7 @@ class ForwardHandler implements AttemptOwner {
   }
 
   /** Sends what the body held once the head is decided; a refused head aborts the upstream. */
-  async sendAfterHead(committing: Promise<void>, controller: Dispatcher.DispatchController): Promise<void> {
+  async sendAfterHead(committing: Promise<void>, controller: AttemptControl): Promise<void> {
     try {
       await committing
     } catch (error) {
@@ -275,7 +276,7 @@ class ForwardHandler implements AttemptOwner {
     if (this.pausedForHead) controller.resume()
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(controller: AttemptControl, chunk: Buffer): void {
     if (this.headPending) {
       this.chunks.push(chunk)
       this.buffered += chunk.length
@@ -317,12 +318,20 @@ class ForwardHandler implements AttemptOwner {
     this.finish()
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onResponseError(error: Error): void {
     this.finish(error)
   }
 }
 
 function noop(): void {}
+
+/** Where the one executor of the forwarder's promises leaves its settling functions (no executor closure per request). */
+const settlers: { resolve: () => void; reject: (error: unknown) => void } = { resolve: noop, reject: noop }
+
+function captureSettlers(resolve: () => void, reject: (error: unknown) => void): void {
+  settlers.resolve = resolve
+  settlers.reject = reject
+}
 
 function onBodyDeadline(handler: ForwardHandler): void {
   handler.bodyTimedOut()
@@ -355,10 +364,9 @@ export function forward(ctx: Context, req: IncomingMessage, res: ServerResponse,
     const left = remainingMs(ctx.startedAt, options.bodyTimeoutMs)
     if (left !== undefined && !req.complete) handler.bodyTimer = setTimeout(onBodyDeadline, left, handler)
   }
-  const done = new Promise<void>((resolve, reject) => {
-    handler.resolve = resolve
-    handler.reject = reject
-  })
+  const done = new Promise<void>(captureSettlers)
+  handler.resolve = settlers.resolve
+  handler.reject = settlers.reject
   ctx.onAbort(handler)
   if (ctx.aborted) handler.clientAborted()
   else handler.launch(undefined)
