@@ -9,6 +9,8 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { createClient } from 'redis'
+import { coreMigrations, runMigrations } from '../../core/store/shared/index.ts'
+import { openPgPool } from '../../core/store/shared/pg.ts'
 
 export const PG_URL = process.env.TOLLGATE_TEST_POSTGRES ?? 'postgres://postgres@127.0.0.1:5432/test'
 export const REDIS_URL = process.env.TOLLGATE_TEST_REDIS ?? 'redis://127.0.0.1:6379'
@@ -66,6 +68,18 @@ export async function needServers(t: TapLike): Promise<boolean> {
 export function freshSchema(t: Pick<TapLike, 'teardown'>): string {
   const schema = `tg_test_${randomBytes(6).toString('hex')}`
   t.teardown(() => dropSchema(schema))
+  return schema
+}
+
+/** A fresh schema (see {@link freshSchema}) migrated to core version `version` (default: the latest). */
+export async function schemaAtCoreVersion(t: Pick<TapLike, 'teardown'>, version = coreMigrations.migrations.length): Promise<string> {
+  const schema = freshSchema(t)
+  const pool = openPgPool({ url: PG_URL, schema, max: 1 })
+  try {
+    await runMigrations(pool, schema, [{ module: 'core', migrations: coreMigrations.migrations.slice(0, version) }])
+  } finally {
+    await pool.end()
+  }
   return schema
 }
 

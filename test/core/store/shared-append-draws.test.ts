@@ -12,23 +12,11 @@
 import t, { type Test } from 'tap'
 import pg from 'pg'
 import { randomUUID } from 'node:crypto'
-import { coreMigrations, openSharedStore, runMigrations, type SharedStore } from '../../../core/store/shared/index.ts'
-import { openPgPool } from '../../../core/store/shared/pg.ts'
-import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL, sql } from '../../helpers/shared-servers.ts'
+import { coreMigrations, openSharedStore, type SharedStore } from '../../../core/store/shared/index.ts'
+import { freshPrefix, freshSchema, needServers, PG_URL, REDIS_URL, sql, schemaAtCoreVersion } from '../../helpers/shared-servers.ts'
 
 type Op = Record<string, string | number>
 const P = { p: 'proj', e: '2026-11' }
-
-async function migrated(t: Test, version = coreMigrations.migrations.length): Promise<string> {
-  const schema = freshSchema(t)
-  const pool = openPgPool({ url: PG_URL, schema, max: 1 })
-  try {
-    await runMigrations(pool, schema, [{ module: 'core', migrations: coreMigrations.migrations.slice(0, version) }])
-  } finally {
-    await pool.end()
-  }
-  return schema
-}
 
 async function session(t: Test, schema: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path="${schema}" -c lock_timeout=1500ms` })
@@ -55,7 +43,7 @@ async function balanceOf(schema: string) {
 
 /** Two draw batches of one instance, each held open before COMMIT: the second does not wait for the first. */
 async function twoOpenDrawBatches(t: Test, version: number): Promise<string> {
-  const schema = await migrated(t, version)
+  const schema = await schemaAtCoreVersion(t, version)
   const [a1, a2] = [await session(t, schema), await session(t, schema)]
   await apply(a1, 'A', [{ o: 'lease', i: 'lease-a', ...P, a: 100, n: 50, m: 1 }])
   await a1.query('BEGIN')
@@ -82,7 +70,7 @@ t.test('append-only draws', async (t) => {
   })
 
   t.test('the fold: readers count unfolded draws; refunds, shrinks and the reaper fold exactly', async (t) => {
-    const schema = await migrated(t)
+    const schema = await schemaAtCoreVersion(t)
     const [a, b, reaper] = [await session(t, schema), await session(t, schema), await session(t, schema)]
     t.same(await apply(a, 'A', [{ o: 'lease', i: 'lease-a', ...P, a: 100, n: 40, m: 1 }]), [[12, 12, 0, 0, 0]], 'a lease of an eighth of 100')
     const draws = Array.from({ length: 5 }, (_, i) => ({ o: 'draw', i: `d${i}`, l: 'lease-a', n: 2, t: 'X' }))

@@ -11,22 +11,10 @@
  */
 import t, { type Test } from 'tap'
 import pg from 'pg'
-import { coreMigrations, runMigrations } from '../../../core/store/shared/index.ts'
-import { openPgPool } from '../../../core/store/shared/pg.ts'
-import { freshSchema, needServers, PG_URL } from '../../helpers/shared-servers.ts'
+import { coreMigrations } from '../../../core/store/shared/index.ts'
+import { needServers, PG_URL, schemaAtCoreVersion } from '../../helpers/shared-servers.ts'
 
 type Op = Record<string, string | number>
-
-async function migratedTo(t: Test, version: number): Promise<string> {
-  const schema = freshSchema(t)
-  const pool = openPgPool({ url: PG_URL, schema, max: 1 })
-  try {
-    await runMigrations(pool, schema, [{ module: 'core', migrations: coreMigrations.migrations.slice(0, version) }])
-  } finally {
-    await pool.end()
-  }
-  return schema
-}
 
 async function session(t: Test, schema: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path="${schema}" -c deadlock_timeout=200ms` })
@@ -61,7 +49,7 @@ const LATEST = coreMigrations.migrations.length
 
 /** Scenario 1 (issue 26): B draws from its lease while A, holding the balance, is refused a lease and recalls B's. */
 async function recallAgainstDraw(t: Test, version: number): Promise<unknown[]> {
-  const schema = await migratedTo(t, version)
+  const schema = await schemaAtCoreVersion(t, version)
   const [a, b, observer] = [await session(t, schema), await session(t, schema), await session(t, schema)]
   await apply(b, 'B', [{ o: 'lease', i: 'lease-b', ...P, a: 100, n: 100, m: 1 }])
   await a.query('BEGIN')
@@ -83,7 +71,7 @@ async function recallAgainstDraw(t: Test, version: number): Promise<unknown[]> {
 
 /** Scenario 2: the reaper releases the holds of an instance it takes for dead while that instance (back) releases one of them. */
 async function reapAgainstRelease(t: Test, version: number): Promise<unknown[]> {
-  const schema = await migratedTo(t, version)
+  const schema = await schemaAtCoreVersion(t, version)
   const [d, reaper, observer] = [await session(t, schema), await session(t, schema), await session(t, schema)]
   await apply(d, 'D', [{ o: 'reserve', i: 'h-d', ...P, a: 100, n: 5, t: 'X' }])
   await d.query("DELETE FROM tollgate_instances WHERE id = 'D'")
@@ -98,7 +86,7 @@ async function reapAgainstRelease(t: Test, version: number): Promise<unknown[]> 
 
 /** Scenario 3: two batches reserve on two projects, named in opposite orders. */
 async function twoPeriodsOppositeOrders(t: Test, version: number): Promise<unknown[]> {
-  const schema = await migratedTo(t, version)
+  const schema = await schemaAtCoreVersion(t, version)
   const [a, b, observer] = [await session(t, schema), await session(t, schema), await session(t, schema)]
   const reserve = (i: string, p: string) => ({ o: 'reserve', i, p, e: '2026-11', a: 100, n: 1, t: 'X' })
   await apply(a, 'A', [reserve('seed-1', 'one'), reserve('seed-2', 'two')])
@@ -149,7 +137,7 @@ const LEASE_OPS = new Set(['draw', 'lease', 'shrink'])
 
 /** Random batches of every op from `owners` (one session each; a name twice is two sessions of one instance) and the reaper, for 4 s, on a schema at `version`. */
 async function stress(t: Test, version: number, owners: string[]) {
-  const schema = await migratedTo(t, version)
+  const schema = await schemaAtCoreVersion(t, version)
   const clients = await Promise.all(owners.map(() => session(t, schema)))
   const reaper = await session(t, schema)
   const projects = ['p1', 'p2', 'p3']

@@ -15,21 +15,14 @@
  */
 import t, { type Test } from 'tap'
 import pg from 'pg'
-import { coreMigrations, runMigrations } from '../../../core/store/shared/index.ts'
-import { openPgPool } from '../../../core/store/shared/pg.ts'
-import { freshSchema, needServers, PG_URL } from '../../helpers/shared-servers.ts'
+import { coreMigrations } from '../../../core/store/shared/index.ts'
+import { needServers, PG_URL, schemaAtCoreVersion } from '../../helpers/shared-servers.ts'
 
 const LATEST = coreMigrations.migrations.length
 type Op = Record<string, string | number>
 
 async function migrated(t: Test, version: number): Promise<pg.Client> {
-  const schema = freshSchema(t)
-  const pool = openPgPool({ url: PG_URL, schema, max: 1 })
-  try {
-    await runMigrations(pool, schema, [{ module: 'core', migrations: coreMigrations.migrations.slice(0, version) }])
-  } finally {
-    await pool.end()
-  }
+  const schema = await schemaAtCoreVersion(t, version)
   const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path="${schema}"` })
   await client.connect()
   t.teardown(() => client.end().catch(() => {}))
