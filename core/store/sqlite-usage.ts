@@ -118,6 +118,24 @@ export interface LastRows {
   routeSum: PendingRouteUsage | undefined
 }
 
+/**
+ * Adds `event` to the rows the previous event went to when it lands in the same ones (same hour,
+ * project, API type, route and status class); false when it does not, and nothing was added.
+ */
+export function addToLastRows(last: LastRows | undefined, event: UsageEvent, bucketMs: number, statusClass: string | undefined): boolean {
+  if (
+    last === undefined ||
+    last.bucketMs !== bucketMs ||
+    last.projectId !== event.projectId ||
+    last.apiType !== event.apiType ||
+    last.route !== event.route ||
+    last.statusClass !== statusClass
+  ) return false
+  addToSum(last.sum, event)
+  if (last.routeSum !== undefined) addToRouteSum(last.routeSum, event)
+  return true
+}
+
 /** Raw per-route rows as both engines select them. */
 export interface RouteRowRaw {
   bucketMs: number | string
@@ -225,18 +243,7 @@ export class SqliteUsageLog {
     }
     const statusClass = event.status === undefined ? undefined : statusClassOf(event.status)
     const last = this.last
-    if (
-      last !== undefined &&
-      last.bucketMs === bucketMs &&
-      last.projectId === event.projectId &&
-      last.apiType === event.apiType &&
-      last.route === event.route &&
-      last.statusClass === (event.route === undefined ? undefined : statusClass)
-    ) {
-      addToSum(last.sum, event)
-      if (last.routeSum !== undefined) addToRouteSum(last.routeSum, event)
-      return
-    }
+    if (addToLastRows(last, event, bucketMs, event.route === undefined ? undefined : statusClass)) return
     const routeSum = addRouteUsage(this.pendingRoutes, event, bucketMs)
     const key = `${event.projectId}\u0000${event.apiType}\u0000${bucketMs}`
     let sum = this.pending.get(key)

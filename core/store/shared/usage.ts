@@ -8,7 +8,7 @@
 import type pg from 'pg'
 import { bucketStart, PERIOD_MS } from '../periods.ts'
 import { statusClassOf, type Granularity, type UsageDetailRow, type UsageEvent, type UsageRow } from '../types.ts'
-import { addRouteUsage, addToRouteSum, routeRowOf, type LastRows, type PendingRouteUsage, type RouteRowRaw } from '../sqlite-usage.ts'
+import { addRouteUsage, addToLastRows, routeRowOf, type LastRows, type PendingRouteUsage, type RouteRowRaw } from '../sqlite-usage.ts'
 import type { MigrationSet } from './migrations.ts'
 import { pgFailure } from './pg.ts'
 
@@ -101,18 +101,7 @@ export class SharedUsageLog {
     const bucketMs = bucketStart('hour', event.at)
     const statusClass = event.route === undefined || event.status === undefined ? undefined : statusClassOf(event.status)
     const last = this.last
-    if (
-      last !== undefined &&
-      last.bucketMs === bucketMs &&
-      last.projectId === event.projectId &&
-      last.apiType === event.apiType &&
-      last.route === event.route &&
-      last.statusClass === statusClass
-    ) {
-      addToSum(last.sum, event)
-      if (last.routeSum !== undefined) addToRouteSum(last.routeSum, event)
-      return
-    }
+    if (addToLastRows(last, event, bucketMs, statusClass)) return
     const routeSum = addRouteUsage(this.pendingRoutes, event, bucketMs)
     const key = `${event.projectId}\u0000${event.apiType}\u0000${bucketMs}`
     let sum = this.pending.get(key)
