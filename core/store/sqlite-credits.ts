@@ -320,6 +320,10 @@ export class SqliteCreditLedger {
       }
       throw error
     })
+    // Every reservation's last write is its turn's: `Store.immediate.closeCredits` drops that promise
+    // unawaited. Handled once here (its committers still see a failure), it can never become an
+    // unhandled rejection that ends the process.
+    turn.written.catch(() => {})
     return turn
   }
 

@@ -141,7 +141,8 @@ export class SqliteStore implements Store {
     takeToken: (key, capacity, refillPerSecond, cost) => this.buckets.take(key, capacity, refillPerSecond, cost),
     closeCredits: (reservationId) => {
       // A pending reservation's release writes nothing (it never reached the disk); a settled one's
-      // last write was awaited by whoever committed or refunded it.
+      // last write is its turn's, awaited by whoever committed or refunded it and marked handled
+      // where the turn is made (sqlite-credits.ts `currentTurn`).
       void this.credits.close(reservationId)
     },
     recordUsage: (event) => this.usage.record(event),
