@@ -7,6 +7,10 @@
  * instructions per request (start-up and warm-up cancel out).
  *
  *   node --import tsx bench/chain-steps.ts ROOT [requests per round, 20000] [rounds, 5]
+ *
+ * Bytes allocated per request: run with `--expose-gc --max-semi-space-size=256 --min-semi-space-size=256`
+ * (a young generation no round fills): each round starts after a full GC, and when no GC ran during
+ * the round, its heap growth is what the round allocated (`bytesPerRequest`; null when a GC ran).
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -53,11 +57,31 @@ async function batch(count: number) {
 }
 await batch(n) // warm-up
 const out: number[] = []
+const bytes: (number | null)[] = []
+const gc = (globalThis as { gc?: () => void }).gc
+let gcs = 0
+const { PerformanceObserver } = await import('node:perf_hooks')
+// Counts the GCs V8 decided on; the forced ones (flag 4) between rounds are reported late and are not in a round.
+const observer = new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) if ((((entry as { detail?: { flags?: number } }).detail?.flags ?? 0) & 4) === 0) gcs++
+})
+observer.observe({ entryTypes: ['gc'] })
 for (let r = 0; r < rounds; r++) {
+  if (gc) {
+    gc()
+    // Let the observer count that GC before the round starts.
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  const gcsBefore = gcs
+  const heap0 = process.memoryUsage().heapUsed
   const c0 = process.cpuUsage()
   await batch(n)
   const c = process.cpuUsage(c0)
+  const grown = process.memoryUsage().heapUsed - heap0
+  await new Promise((resolve) => setImmediate(resolve))
   out.push((c.user + c.system) / n)
+  bytes.push(gc && gcs === gcsBefore ? Math.round(grown / n) : null)
 }
-console.log(JSON.stringify({ root, perRequest: out }))
+observer.disconnect()
+console.log(JSON.stringify({ root, perRequest: out, ...(gc ? { bytesPerRequest: bytes } : {}) }))
 await store.close()

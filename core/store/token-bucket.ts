@@ -4,13 +4,14 @@
  * A bucket holds up to `capacity` tokens and refills continuously at `refillPerSecond`; a request
  * takes `cost` tokens or is refused. State is two numbers per key, mutated in place.
  *
- * Memory is bounded: buckets live in an LRU map of at most `maxBuckets` keys. Forgetting a bucket
+ * Memory is bounded: buckets live in an LRU map of at most `maxBuckets` keys (a Map kept in
+ * recency order: a bucket used again moves to its end, unless it is already the last one used,
+ * which on a busy route it nearly always is; then a take is one lookup). Forgetting a bucket
  * is the same as finding it full, and the least recently used bucket is the one most likely to have
  * refilled already, so eviction rarely changes a decision. Under a flood of distinct keys larger than
  * the map, the oldest keys start over full: the bound is a memory guarantee, sized well above the
  * number of keys active within one refill time.
  */
-import { LRUCache } from 'lru-cache'
 import type { RateDecision } from './types.ts'
 
 interface Bucket {
@@ -40,12 +41,34 @@ const EPSILON = 1e-9
  * ```
  */
 export class TokenBuckets {
-  private readonly buckets: LRUCache<string, Bucket>
+  /** Least recently used first. */
+  private readonly buckets = new Map<string, Bucket>()
+  private readonly maxBuckets: number
+  /** The key of the last take: already at the end of `buckets`. */
+  private lastKey: string | undefined = undefined
   private readonly clock: () => number
 
   constructor(options: TokenBucketOptions = {}) {
-    this.buckets = new LRUCache<string, Bucket>({ max: options.maxBuckets ?? 100_000 })
+    const max = options.maxBuckets ?? 100_000
+    if (!(max >= 1) || !Number.isInteger(max)) throw new RangeError(`maxBuckets must be a positive integer, got ${max}`)
+    this.maxBuckets = max
     this.clock = options.clock ?? Date.now
+  }
+
+  /** The bucket of `key`, made the most recently used; undefined when there is none. */
+  private use(key: string): Bucket | undefined {
+    const bucket = this.buckets.get(key)
+    if (bucket === undefined || key === this.lastKey) return bucket
+    this.buckets.delete(key)
+    this.buckets.set(key, bucket)
+    this.lastKey = key
+    return bucket
+  }
+
+  private add(key: string, bucket: Bucket): void {
+    if (this.buckets.size >= this.maxBuckets) this.buckets.delete(this.buckets.keys().next().value as string)
+    this.buckets.set(key, bucket)
+    this.lastKey = key
   }
 
   /**
@@ -60,10 +83,10 @@ export class TokenBuckets {
     if (!(cost >= 0) || !Number.isFinite(cost)) throw new RangeError(`cost must be a non-negative number, got ${cost}`)
 
     const now = this.clock()
-    let bucket = this.buckets.get(key)
+    let bucket = this.use(key)
     if (bucket === undefined) {
       bucket = { tokens: capacity, at: now }
-      this.buckets.set(key, bucket)
+      this.add(key, bucket)
     } else {
       // A clock stepping backwards must not mint tokens, hence the max(0, ...).
       const elapsedMs = Math.max(0, now - bucket.at)
@@ -93,6 +116,7 @@ export class TokenBuckets {
 
   clear(): void {
     this.buckets.clear()
+    this.lastKey = undefined
   }
 }
 

@@ -55,6 +55,18 @@ t.test('memory is bounded: the least recently used bucket is forgotten (as full)
   t.notOk(buckets.take('d', 1, 0.001).allowed, 'recent buckets are kept')
 })
 
+t.test('a bucket used again is kept over one used less recently', async (t) => {
+  const { buckets } = bucketsAt()
+  for (const key of ['a', 'b', 'c']) buckets.take(key, 2, 0.001)
+  buckets.take('a', 2, 0.001) // a is now the most recent: b is the least
+  buckets.take('c', 2, 0.001)
+  buckets.take('d', 2, 0.001) // evicts b
+  t.equal(buckets.size, 3)
+  t.notOk(buckets.take('a', 2, 0.001).allowed, 'a kept its two takes')
+  t.notOk(buckets.take('c', 2, 0.001).allowed, 'c kept its two takes')
+  t.equal(buckets.take('b', 2, 0.001).remaining, 1, 'b was forgotten and starts over full')
+})
+
 t.test('bad limits are programming errors', async (t) => {
   const { buckets } = bucketsAt()
   t.throws(() => buckets.take('k', 0, 1), RangeError)
