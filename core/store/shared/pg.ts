@@ -148,8 +148,14 @@ function serialise(batch: Queued[]): string {
  */
 const PARALLEL_OPS = new Set(['draw', 'lease', 'shrink'])
 
-/** Most batches of lease ops in flight at once, each on its own connection (default). */
-export const DEFAULT_BATCHES_IN_FLIGHT = 4
+/**
+ * Most batches of lease ops in flight at once, each on its own connection (default). Two, not more:
+ * a batch costs PostgreSQL ~0.8 ms of CPU whatever its size plus ~45 µs per draw (slow host phase,
+ * bench/apply-draws-cpu.ts), and PostgreSQL shares a core with the load in the bench. With fewer
+ * batches in flight, what arrives meanwhile leaves in bigger batches: at saturation 95-102 µs of
+ * PostgreSQL CPU per charged request with 2 against 122-125 with 4 (bench/RESULTS.md, session 12).
+ */
+export const DEFAULT_BATCHES_IN_FLIGHT = 2
 
 /** Group commit over `tollgate_apply` (see the top of this file). */
 export class PgBatcher {
