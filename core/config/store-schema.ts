@@ -58,6 +58,12 @@ export const storeSchema: JsonSchema = {
       description:
         'shared engine: when a charge is answered. durable: after PostgreSQL has flushed it to disk (its WAL, under the default synchronous_commit = on), so it survives a crash of the gateway, of PostgreSQL and of the machine. async: once PostgreSQL has committed it in memory (synchronous_commit = off), on disk within 3 × wal_writer_delay (0.6 s by default): a crash of the gateway still loses nothing, a crash of PostgreSQL or its machine can lose the charges of that last fraction of a second (those requests stay served and uncharged); faster and lighter on the gateway. Grants and documents always wait for the disk.',
     },
+    chargeEarly: {
+      type: 'boolean',
+      default: false,
+      description:
+        "shared engine: send a request's charge to PostgreSQL as soon as its credits are reserved from the instance's lease, so that the write and its disk flush run while the upstream serves the request; the answer still leaves only once the charge is durable. A request that ends uncharged (a refunded failure, a client gone) then costs one more write, and a request in flight when its gateway is killed stays charged. false: the charge is sent once the answer is known, and such a request is released.",
+    },
     rateLeaseTokens: {
       type: 'integer',
       minimum: 0,

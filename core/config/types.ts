@@ -73,6 +73,8 @@ export interface StoreConfig {
   rateLeaseTokens: number
   /** When a charge is answered: after PostgreSQL's disk flush (durable) or before it (async). */
   creditCommit: 'durable' | 'async'
+  /** Shared engine: a leased charge goes to PostgreSQL at reservation, alongside the upstream call. */
+  chargeEarly: boolean
 }
 
 export interface WorkstationsConfig {

@@ -42,6 +42,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions):
       leaseCredits: config.leaseCredits,
       rateLeaseTokens: config.rateLeaseTokens,
       creditCommit: config.creditCommit,
+      chargeEarly: config.chargeEarly,
       migrations: options.migrations,
       onBackgroundError: options.onBackgroundError,
       backgroundLog: options.backgroundLog,

@@ -37,6 +37,8 @@ export interface LeasedHold {
   amount: number
   state: 'pending' | 'committed' | 'released'
   written?: Promise<void>
+  /** Its charge, sent at reservation (early charges, credit-leases.ts); `commit` waits for it. */
+  drawn?: Promise<void>
 }
 
 export type TopUpResult = 'expired' | [taken: number, usedAndPending: number, granted: number, othersLeased: number, usedWithoutLeases: number]

@@ -19,6 +19,14 @@
  *   ({@link RETRY_DELAYS_MS}, about 0.6 s in all) before it is refused;
  * - a lease unused for {@link IDLE_MS} is given back whole.
  *
+ * Early charges (`chargeEarly`, off by default): a request admitted from a lease sends its draw at
+ * once, so the draw's round trip and WAL flush run while the upstream serves the request instead of
+ * after it; its `commit` then only waits for that draw, and the answer still leaves after the charge
+ * is durable. The reservation stays pending until then, as the store's contract says: a release or
+ * a close undoes the draw in PostgreSQL (one more op, queued after the draw), a partial refund too.
+ * The price: a request in flight when its gateway is killed stays charged (the ledger is still within
+ * acknowledged + in flight); without early charges it is released.
+ *
  * Failures: while PostgreSQL is failing, reservations bypass the leases (they fail with 503 as
  * before). A lease whose op failed (outcome unknown), or that the reaper released (this instance was
  * cut off longer than the instance timeout: its draws answer `expired`, the client 503 and nothing
@@ -47,6 +55,7 @@ export const RETRY_DELAYS_MS = [5, 10, 20, 40, 80, 160, 320]
 const MOST_ROUNDS = 1000
 
 const done = Promise.resolve()
+const ignore = (): void => {}
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /** The shared engine's credit operations with leases in front of {@link SharedCreditLedger}. */
@@ -64,6 +73,7 @@ export class CreditLeases {
    * @param size most credits one lease takes at a time.
    * @param owner this instance's id (lease ids are unique per owner).
    * @param log where a failing upkeep op (below) is logged, once per outage.
+   * @param chargeEarly draw a lease-admitted reservation at once (see the top of this file).
    */
   constructor(
     private readonly exact: SharedCreditLedger,
@@ -72,6 +82,7 @@ export class CreditLeases {
     private readonly owner: string,
     private readonly clock: () => number,
     private readonly log?: BackgroundLog,
+    private readonly chargeEarly = false,
   ) {}
 
   /**
@@ -156,32 +167,37 @@ export class CreditLeases {
     if (hold === undefined) return this.exact.commit(id)
     if (hold.state !== 'pending') return hold.written ?? done
     hold.state = 'committed'
+    if (hold.drawn !== undefined) return (hold.written = hold.drawn)
     // Nothing left to charge (it reserved 0, or was refunded whole): no draw. It holds nothing of its
     // lease, so the idle check may have ended that lease already, and a draw would answer `expired`
     // (found by the ledger model test: refund all, lease idle, commit -> 503).
     if (hold.amount === 0) return done
-    const { lease } = hold
-    const written = this.batch.enqueue<DrawResult>({ o: 'draw', i: id, l: lease.id, n: hold.amount, t: hold.apiType }).then(
+    return (hold.written = this.draw(hold))
+  }
+
+  /** Sends `hold`'s charge (a `draw` op in the next group commit); resolves once it is durable. */
+  private draw(hold: LeasedHold): Promise<void> {
+    const { id, lease, amount } = hold
+    return this.batch.enqueue<DrawResult>({ o: 'draw', i: id, l: lease.id, n: amount, t: hold.apiType }).then(
       (outcome) => {
-        this.unhold(lease, hold.amount)
+        this.unhold(lease, amount)
         if (outcome === 'expired') {
-          hold.state = 'released'
+          // Charged early, the hold stays as its request left it: commit answers this error.
+          if (hold.drawn === undefined) hold.state = 'released'
           this.retire(lease)
           throw errors.storeUnavailable(`credit reservation ${id} expired while the store was unreachable; the request is not charged`)
         }
-        lease.drawnSinceSeen += hold.amount
+        lease.drawnSinceSeen += amount
         lease.unfolded++
         if (outcome === true) this.giveBack(lease)
       },
       (error: unknown) => {
         // Outcome unknown: the caller releases (re-sent until confirmed); the lease's count is unknown too.
-        this.unhold(lease, hold.amount)
+        this.unhold(lease, amount)
         this.retire(lease)
         throw error
       },
     )
-    hold.written = written
-    return written
   }
 
   release(id: string): Promise<void> {
@@ -190,7 +206,7 @@ export class CreditLeases {
     if (hold.state === 'released') return hold.written ?? done
     const wasPending = hold.state === 'pending'
     hold.state = 'released'
-    if (wasPending) {
+    if (wasPending && hold.drawn === undefined) {
       this.unhold(hold.lease, hold.amount, true)
       return done
     }
@@ -205,7 +221,7 @@ export class CreditLeases {
     const hold = this.holds.get(id)
     if (hold === undefined) return this.exact.refundPart(id, amount)
     if (amount === 0 || hold.state === 'released') return hold.written ?? done
-    if (hold.state === 'pending') {
+    if (hold.state === 'pending' && hold.drawn === undefined) {
       const part = Math.min(amount, hold.amount)
       hold.amount -= part
       this.unhold(hold.lease, part, true)
@@ -290,7 +306,13 @@ export class CreditLeases {
     lease.held += amount
     lease.active = true
     this.heldByKey.set(lease.key, (this.heldByKey.get(lease.key) ?? 0) + amount)
-    this.holds.set(id, { id, lease, apiType, amount, state: 'pending', createdAt: this.clock() })
+    const hold: LeasedHold = { id, lease, apiType, amount, state: 'pending', createdAt: this.clock() }
+    this.holds.set(id, hold)
+    if (this.chargeEarly && amount > 0) {
+      hold.drawn = this.draw(hold)
+      // Its failure reaches the request through commit, or is what a release undoes: handled here.
+      hold.drawn.catch(ignore)
+    }
     // Refilled ahead, while this request runs, so the next ones do not wait for a round trip.
     if (lease.free < this.size / 2 && lease.topUp === undefined) this.topUp(lease, allocation, 0).then(this.upkeepDone, this.upkeepFailed)
     return { ok: true, balance: toBalance(projectId, period, allocation, lease.seenUsed + lease.drawnSinceSeen + (this.heldByKey.get(lease.key) ?? 0), lease.seenGranted) }

@@ -111,7 +111,7 @@ export class SharedStore implements Store {
     this.ledger = new SharedCreditLedger(this.pool, this.batch, this.clock)
     const leaseCredits = options.leaseCredits ?? 100
     if (!(Number.isInteger(leaseCredits) && leaseCredits >= 0)) throw new RangeError(`leaseCredits must be a non-negative integer, got ${leaseCredits}`)
-    this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock, this.backgroundLog) : undefined
+    this.leases = leaseCredits > 0 ? new CreditLeases(this.ledger, this.batch, leaseCredits, this.instanceId, this.clock, this.backgroundLog, options.chargeEarly ?? false) : undefined
     this.credits = this.leases ?? this.ledger
     this.usage = new SharedUsageLog(this.pool)
     this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: (error) => backgroundFailed('redis-connection', error, this.backgroundLog), callTimeoutMs: options.redisTimeoutMs, leaseTokens: options.rateLeaseTokens })

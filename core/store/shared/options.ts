@@ -38,6 +38,12 @@ export interface SharedStoreOptions {
    * Grants and documents always wait for the flush.
    */
   creditCommit?: CreditCommit
+  /**
+   * Send a lease-admitted request's charge to PostgreSQL when its credits are reserved, while the
+   * upstream serves it, rather than once its answer is known (credit-leases.ts). The answer still
+   * waits for the charge to be durable. Default false.
+   */
+  chargeEarly?: boolean
   /** Most rate-limit tokens leased per bucket at a time (redis-buckets.ts); 0 = every decision goes to Redis. Default 100. */
   rateLeaseTokens?: number
   /** A rate-limit call Redis leaves unanswered this long fails with 503 `store_unavailable` (default 5000 ms). */
