@@ -26,6 +26,7 @@
  *                                            profiles of the paced work alone, to compare engines per request)
  *       [--lease-credits N]                 (store.leaseCredits of the shared gateway; default: the config default)
  *       [--credit-commit durable|async|both] (store.creditCommit of the shared gateway; both: one gateway each, in the same rounds; default durable)
+ *       [--charge-early true|false|both]    (store.chargeEarly of the shared gateways; both: one gateway each; default false)
  *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
  *
  * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
@@ -70,6 +71,7 @@ const { values } = parseArgs({
     'paced-rate': { type: 'string' },
     'lease-credits': { type: 'string' },
     'credit-commit': { type: 'string', default: 'durable' },
+    'charge-early': { type: 'string', default: 'false' },
     'servers-anywhere': { type: 'boolean', default: false },
   },
 })
@@ -78,6 +80,8 @@ const rounds = bounded('rounds', values.rounds, 1, 20)
 const pairs = bounded('pairs', values.pairs, 10, 1_000_000)
 const leaseSetting = values['lease-credits'] === undefined ? '' : `, leaseCredits: ${bounded('lease-credits', values['lease-credits'], 0, 1_000_000)}`
 const creditCommit = values['credit-commit']
+const chargeEarly = values['charge-early']
+if (!['true', 'false', 'both'].includes(chargeEarly)) throw new Error(`--charge-early must be true, false or both, got ${chargeEarly}`)
 if (creditCommit !== 'durable' && creditCommit !== 'async' && creditCommit !== 'both') throw new Error(`--credit-commit must be durable, async or both, got ${creditCommit}`)
 const pacedShare = Number(values['paced-share'])
 if (!(pacedShare >= 0 && pacedShare <= 1)) throw new Error(`--paced-share must be a number in [0, 1], got ${values['paced-share']}`)
@@ -110,15 +114,19 @@ try {
   const upstream = await startUpstream(dir)
   const embedded = await startGateway('embedded (SQLite)', `store:\n  dataDir: ./data\n`, upstream.url)
   const commits: ('durable' | 'async')[] = creditCommit === 'both' ? ['durable', 'async'] : [creditCommit]
+  const earlies: boolean[] = chargeEarly === 'both' ? [false, true] : [chargeEarly === 'true']
   const shared: Engine[] = []
   for (const commit of commits) {
-    shared.push(
-      await startGateway(
-        commits.length > 1 ? `shared, ${commit} commit` : 'shared (PostgreSQL + Redis)',
-        `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting}, creditCommit: ${commit} }\n`,
-        upstream.url,
-      ),
-    )
+    for (const early of earlies) {
+      const label = commits.length > 1 || earlies.length > 1 ? `shared, ${commit} commit${early ? ', early charges' : ''}` : `shared (PostgreSQL + Redis)${early ? ', early charges' : ''}`
+      shared.push(
+        await startGateway(
+          label,
+          `store: { engine: shared, postgres: "${values.postgres}", redis: "${values.redis}", schema: ${schema}, keyPrefix: "${keyPrefix}"${leaseSetting}, creditCommit: ${commit}, chargeEarly: ${early} }\n`,
+          upstream.url,
+        ),
+      )
+    }
   }
   const isShared = (engine: Engine) => engine !== embedded
   const engines = [embedded, ...shared]
