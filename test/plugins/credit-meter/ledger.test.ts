@@ -12,19 +12,9 @@ import { isCharged, type RefundPolicy } from '../../../plugins/credit-meter/refu
 import { countItems } from '../../../plugins/credit-meter/items.ts'
 import { parseUsageQuery } from '../../../plugins/credit-meter/usage-route.ts'
 import { tempDir } from '../../helpers/temp.ts'
+import { meteredProject } from '../../helpers/project-fixture.ts'
 
-function project(allocation: number, period: Project['credits']['period']): Project {
-  return {
-    id: 'p1',
-    name: 'p1',
-    plan: 'enterprise',
-    scopes: new Set(['zkpaas']),
-    credits: { allocation, period },
-    features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false },
-    keys: [],
-    settings: {},
-  }
-}
+const project = (allocation: number, period: Project['credits']['period']): Project => meteredProject(allocation, period)
 
 function openStore(t: Tap) {
   const store = openSqliteStore({ dataDir: tempDir('tollgate-meter-'), usageFlushMs: 0 })

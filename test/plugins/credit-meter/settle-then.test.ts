@@ -3,22 +3,13 @@
  * phase uses, on the real SQLite store; and the decimal text of the cost headers for large balances.
  */
 import t from 'tap'
-import type { Project } from '../../../core/projects/projects.ts'
 import { openSqliteStore } from '../../../core/store/sqlite.ts'
 import { CreditLedger, type MeteredRequest } from '../../../plugins/credit-meter/ledger.ts'
 import { integerText } from '../../../plugins/credit-meter/index.ts'
 import { tempDir } from '../../helpers/temp.ts'
+import { meteredProject } from '../../helpers/project-fixture.ts'
 
-const monthly: Project = {
-  id: 'p1',
-  name: 'p1',
-  plan: 'enterprise',
-  scopes: new Set(['rpc']),
-  credits: { allocation: 100, period: 'month' },
-  features: { proveBatch: false, sponsoredWallet: false, relayToConfidentialSpace: false, tee: false, workstation: false },
-  keys: [],
-  settings: {},
-}
+const monthly = meteredProject(100, 'month', 'rpc')
 
 t.test('settleThen: the step after runs once the settlement is done, with the state it left', async (t) => {
   const store = openSqliteStore({ dataDir: tempDir('tollgate-settle-then-'), usageFlushMs: 0 })
