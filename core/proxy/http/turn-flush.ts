@@ -8,7 +8,10 @@
  * - Answers whole in memory are ended then ({@link endAtTurnEnd}). Measured with
  *   bench/mirror-bench.ts on unmetered cache hits: about 14,000 req/s ended at once or corked,
  *   22,000–30,000 ended at the turn's end.
- * - Streamed answers are corked until then ({@link corkUntilTurnEnd}).
+ * - Streamed answers are corked until then ({@link corkUntilTurnEnd}), or until they end: node's
+ *   `res.end()` uncorks its socket fully (_http_outgoing.js), so the write that ends a streamed answer
+ *   leaves at once with what was held; the later uncork is then a no-op. (Ending such answers at the
+ *   turn's end instead measured costlier: bench/RESULTS.md, session 12, head31.)
  *
  * @example
  * ```ts
