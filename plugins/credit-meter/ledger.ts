@@ -82,7 +82,7 @@ export class CreditLedger {
   settle(metered: MeteredRequest, charged: boolean, partialRefund: number): Promise<void> {
     if (!charged) return this.release(metered)
     if (metered.state === 'released') return SETTLED
-    const part = Math.min(Math.max(0, partialRefund), metered.amount) - metered.refunded
+    const part = refundStillDue(metered, partialRefund)
     // Not an async function itself: on every request it would add a promise and an await around the commit.
     return part > 0 ? this.refundThenCommit(metered, part) : this.commit(metered)
   }
@@ -93,7 +93,7 @@ export class CreditLedger {
    * `settle` wrapped in an async function would add a promise, an await and its closures per request.
    */
   settleThen<T>(metered: MeteredRequest, charged: boolean, partialRefund: number, after: (arg: T) => void, arg: T): Promise<void> {
-    if (charged && metered.state === 'pending' && Math.min(Math.max(0, partialRefund), metered.amount) - metered.refunded <= 0) {
+    if (charged && metered.state === 'pending' && refundStillDue(metered, partialRefund) <= 0) {
       return this.store.commitCredits(metered.id).then(() => {
         metered.state = 'committed'
         after(arg)
@@ -143,6 +143,11 @@ export class CreditLedger {
   static charged(metered: MeteredRequest | undefined): number {
     return metered?.state === 'committed' ? metered.amount - metered.refunded : 0
   }
+}
+
+/** What of `partialRefund` (bounded by the amount) has not been given back yet. */
+function refundStillDue(metered: MeteredRequest, partialRefund: number): number {
+  return Math.min(Math.max(0, partialRefund), metered.amount) - metered.refunded
 }
 
 /**
