@@ -13,9 +13,7 @@
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { CONFIG_OPTION, helpText, nearest, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
-import { USAGE_SPEC } from './usage-cli.ts'
-import { USER_SPECS } from './user-cli.ts'
-import { RECEIPT_SPECS } from './receipt-cli.ts'
+import { RECEIPT_SPECS, USAGE_SPEC, USER_SPECS } from './command-specs.ts'
 import type { Gateway } from '../server/gateway.ts'
 
 function version(): string {

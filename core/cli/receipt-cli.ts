@@ -4,29 +4,9 @@
  * `/.well-known/tollgate-receipt-keys.json`). Exit codes: 0 valid, 1 invalid, 2 usage mistake.
  */
 import { readFileSync } from 'node:fs'
-import { UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
+import { UsageError, type Parsed } from './cli-args.ts'
+import type { RECEIPT_SPECS } from './command-specs.ts'
 import { signingKeyFrom, verifyReceipt, type PublicJwk } from '../../plugins/receipt/receipts.ts'
-
-export const RECEIPT_SPECS = {
-  verify: {
-    name: 'receipt verify',
-    positionals: ['RECEIPT'],
-    summary: 'Verify a signed receipt offline (the x-receipt header value, the PAYMENT-RESPONSE receipt signature, or a file holding it; - for stdin).',
-    options: {
-      keys: { type: 'string', value: 'FILE|URL', description: "the gateway's key set (JWKS, as served at /.well-known/tollgate-receipt-keys.json) or one JWK" },
-      json: { type: 'boolean', description: 'print {valid, kid, payload} or {valid, reason} as JSON' },
-    },
-    notes: 'Exit 0 when the signature is valid, 1 when it is not.',
-  },
-  'public-key': {
-    name: 'receipt public-key',
-    summary: 'Print the public key set (JWKS) of the signing key in an environment variable; the private key is never printed.',
-    options: {
-      env: { type: 'string', value: 'NAME', description: 'environment variable holding the key (default: TOLLGATE_RECEIPT_KEY)' },
-      kid: { type: 'string', value: 'KID', description: 'key id, as the receipt plugin config says (default: tollgate-receipt-1)' },
-    },
-  },
-} satisfies Record<string, CommandSpec>
 
 async function readText(source: string, what: string): Promise<string> {
   if (source === '-') return readFileSync(0, 'utf8')

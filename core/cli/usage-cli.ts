@@ -5,22 +5,7 @@ import { openStore } from '../store/open.ts'
 import { mergeProjects } from '../projects/project-settings.ts'
 import { toProjects } from '../proxy/table.ts'
 import type { Granularity, Store, UsageRow } from '../store/types.ts'
-import { CONFIG_OPTION, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
-
-export const USAGE_SPEC: CommandSpec = {
-  name: 'usage',
-  summary: 'Print per-project usage as a table (through the admin API when the gateway runs).',
-  options: {
-    config: CONFIG_OPTION,
-    project: { type: 'string', value: 'ID', description: 'only this project' },
-    from: { type: 'string', value: 'ISO', description: 'start of the range (default: 30 days before --to)' },
-    to: { type: 'string', value: 'ISO', description: 'end of the range (default: now)' },
-    granularity: { type: 'string', value: 'hour|day', description: 'bucket size (default: day)' },
-    admin: { type: 'string', value: 'URL', description: "the running gateway's admin listener (default: the configured one)" },
-    token: { type: 'string', value: 'T', description: 'admin token (default: $TOLLGATE_ADMIN_TOKEN)' },
-  },
-  notes: 'Without a reachable admin API and a token, the store is read directly (stop the gateway first for the sqlite engine).',
-}
+import { UsageError, type Parsed } from './cli-args.ts'
 
 const DAY = 86_400_000
 

@@ -15,36 +15,8 @@ import { isRole, NEW_ACCOUNT_EMAIL_RULE, newAccountEmail, normaliseEmail, unknow
 import { openStore } from '../store/open.ts'
 import { AccountConflict, type Role } from '../store/accounts/types.ts'
 import type { Store } from '../store/types.ts'
-import { CONFIG_OPTION, UsageError, type CommandSpec, type Parsed } from './cli-args.ts'
-
-const PASSWORD_NOTE = `The password is asked on the terminal (no echo, twice), or read from the first line of stdin
-when stdin is not a terminal, e.g.  printf '%s\\n' "$PASSWORD" | npx tollgate user add ...
-It is never an argument: ps and the shell history would show it.`
-
-/** Refused on purpose: named, so that the answer is "read from stdin" rather than "unknown option". */
-const PASSWORD_OPTION = { type: 'string', value: 'P', description: 'refused: pass the password on stdin or at the prompt (see below)' } as const
-
-export const USER_SPECS = {
-  add: {
-    name: 'user add',
-    summary: 'Create an admin account (operator: everything; owner: the projects named by --project).',
-    options: {
-      config: CONFIG_OPTION,
-      email: { type: 'string', value: 'E', description: 'sign-in address of the account' },
-      role: { type: 'string', value: 'operator|owner', description: 'what the account may do' },
-      project: { type: 'string', value: 'ID', multiple: true, description: 'a project an owner owns' },
-      password: PASSWORD_OPTION,
-    },
-    notes: PASSWORD_NOTE,
-  },
-  passwd: {
-    name: 'user passwd',
-    summary: "Change an account's password (signs its sessions out).",
-    options: { config: CONFIG_OPTION, email: { type: 'string', value: 'E', description: 'sign-in address of the account' }, password: PASSWORD_OPTION },
-    notes: PASSWORD_NOTE,
-  },
-  list: { name: 'user list', summary: 'List accounts, roles and owned projects.', options: { config: CONFIG_OPTION } },
-} satisfies Record<string, CommandSpec>
+import { UsageError, type Parsed } from './cli-args.ts'
+import { PASSWORD_NOTE, type USER_SPECS } from './command-specs.ts'
 
 /** Reads a line from a TTY without echoing it. */
 function promptHidden(question: string): Promise<string> {
