@@ -10,10 +10,6 @@ import { join } from 'node:path'
 import { BIN } from '../../helpers/gateway-process.ts'
 import { tempDir } from '../../helpers/temp.ts'
 
-// Every check spawns the real bin (~0.6 s of CPU each for the TypeScript loader): ~45 starts here,
-// which a loaded CI machine has been seen to stretch past the default 120 s per file.
-t.setTimeout(360_000)
-
 interface Run { code: number | null; stdout: string; stderr: string }
 
 /** Runs the bin in an empty folder (no gateway.yaml to fall back on), stdin closed. */

@@ -9,10 +9,6 @@ import { tempDir } from '../../helpers/temp.ts'
 const ROOT = new URL('../../../', import.meta.url).pathname
 const cli = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8' })
 
-// Every check spawns the real bin (~0.6 s of CPU each for the TypeScript loader): dozens of starts,
-// which a loaded CI machine has been seen to stretch past the default 120 s per file.
-t.setTimeout(360_000)
-
 t.test('--version and --help', async (t) => {
   const version = cli('--version')
   t.equal(version.status, 0)
