@@ -1,16 +1,18 @@
 /**
- * Migration 9 of the shared engine's core tables: A BATCH OF DRAWS ON ONE LEASE IN FEW, SMALL
+ * Migration 10 of the shared engine's core tables: A BATCH OF DRAWS ON ONE LEASE IN FEW, SMALL
  * STATEMENTS (issue 26, PostgreSQL's fixed cost per batch).
  *
- * Where version 8's batch cost went (callgrind on a backend of a private cluster, instructions of
- * one call of 4 draws on one lease, the gateway's common batch; bench/RESULTS.md, session 13):
+ * Where version 8's batch cost went (version 9 left a draw batch's path as it was; callgrind on a
+ * backend of a private cluster, instructions of one call of 4 draws on one lease, the gateway's
+ * common batch; bench/RESULTS.md, session 13):
  * 1.30M in all, of which the set-based statement 780k (executor start of ~30 plan nodes: five
  * aggregates, two hash joins, five CTEs; the CHECK constraint of `credit_holds` read back from its
  * catalog text), the lease lookup (a cursor over a query with two sub-selects and a sort, then the
  * FOR SHARE) 165k, the function's start 110k, of which ~35k cast the untyped literals of its
  * DECLARE (`'{}'` to an array type through its text input, per call).
  *
- * This version changes how, not what:
+ * This version (version 9's text, own-draw-settle-lock-migration.ts, with the changes below)
+ * changes how, not what:
  *
  * - Every untyped literal of the function is typed (`'{}'::text[]`, `'"exists"'::jsonb`): the
  *   literal is then a constant of its type, planned once, instead of text parsed on every call.
@@ -37,12 +39,12 @@
 import type { Migration } from './migrations.ts'
 import { splice } from './append-draws-migration.ts'
 import { NO_SEQSCAN } from './draw-fold-mark-migration.ts'
-import { V8_APPLY } from './set-draws-migration.ts'
+import { V9_APPLY } from './own-draw-settle-lock-migration.ts'
 
 /**
  * `text` with every untyped literal assignment of `tollgate_apply` typed: array defaults and resets
  * (`x t[] := '{}'`), and the jsonb answers (`res := '"exists"'`). Throws when the count differs from
- * what version 8's text holds, so a change of that text cannot silently leave one untyped.
+ * what version 9's text holds, so a change of that text cannot silently leave one untyped.
  */
 export function typeLiterals(text: string, expected: number): string {
   let count = 0
@@ -107,7 +109,7 @@ const ONE_LEASE_DRAWS = `
         IF pre IS NOT NULL THEN
           RETURN to_jsonb(pre);
         END IF;
-        -- Not taken: nothing was written; version 8's path runs from its lease loop.
+        -- Not taken: nothing was written; version 8's path (unchanged in 9) runs from its lease loop.
         pre := '{}'::jsonb[];
       END IF;
     END IF;
@@ -115,17 +117,17 @@ const ONE_LEASE_DRAWS = `
   FOR lock_lease IN
 `
 
-let apply = typeLiterals(V8_APPLY, 37)
+let apply = typeLiterals(V9_APPLY, 37)
 apply = splice(apply, '\nDECLARE\n', '\nDECLARE\n' + DECLARE.trimStart())
 apply = splice(apply, DRAWS_ONLY_V8, `  draws_only := NOT jsonb_path_exists(ops, '$[*] ? (@.o != "draw")');\n  IF draws_only THEN`)
 apply = splice(apply, '\n  FOR lock_lease IN\n', ONE_LEASE_DRAWS)
 
-/** Version 9 of `tollgate_apply`: version 8 with typed literals and the one-lease draw batch's short path. */
-export const V9_APPLY = apply
+/** Version 10 of `tollgate_apply`: version 9 with typed literals and the one-lease draw batch's short path. */
+export const V10_APPLY = apply
 
 export const oneLeaseDrawsMigration: Migration = {
-  version: 9,
+  version: 10,
   name: 'tollgate_apply: typed literals; a batch of draws on one lease in one lock statement and one write statement',
   // CREATE OR REPLACE resets the function's settings: sequential scans are turned off again.
-  sql: V9_APPLY + NO_SEQSCAN,
+  sql: V10_APPLY + NO_SEQSCAN,
 }

@@ -21,6 +21,7 @@ import { lockOrderMigration } from './lock-order-migration.ts'
 import { appendDrawsMigration } from './append-draws-migration.ts'
 import { drawFoldMarkMigration } from './draw-fold-mark-migration.ts'
 import { setDrawsMigration } from './set-draws-migration.ts'
+import { ownDrawSettleLockMigration } from './own-draw-settle-lock-migration.ts'
 import { oneLeaseDrawsMigration } from './one-lease-draws-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
@@ -230,6 +231,7 @@ export const coreMigrations: MigrationSet = {
     appendDrawsMigration,
     drawFoldMarkMigration,
     setDrawsMigration,
+    ownDrawSettleLockMigration,
     oneLeaseDrawsMigration,
   ],
 }

@@ -118,10 +118,10 @@ t.test('draws set-based against draws one by one', async (t) => {
   t.ok(set < one, `the set-based path ran in the random batches: ${set} draw rows against ${one} one by one`)
 })
 
-// Core migration 9 (one-lease-draws-migration.ts): a batch of 2 or more draws all on one lease takes
+// Core migration 10 (one-lease-draws-migration.ts): a batch of 2 or more draws all on one lease takes
 // a short path of its own; it must answer, charge and refuse as version 7 too, and fall back to the
 // general path, having written nothing, whenever a condition of the set-based path fails.
-t.test('draws on one lease (the short path of version 9) against draws one by one', async (t) => {
+t.test('draws on one lease (the short path of version 10) against draws one by one', async (t) => {
   if (!(await needServers(t))) return
   const before = await migrated(t, 7)
   const after = await migrated(t, LATEST)
