@@ -22,6 +22,7 @@ import { appendDrawsMigration } from './append-draws-migration.ts'
 import { drawFoldMarkMigration } from './draw-fold-mark-migration.ts'
 import { setDrawsMigration } from './set-draws-migration.ts'
 import { ownDrawSettleLockMigration } from './own-draw-settle-lock-migration.ts'
+import { oneLeaseDrawsMigration } from './one-lease-draws-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -231,5 +232,6 @@ export const coreMigrations: MigrationSet = {
     drawFoldMarkMigration,
     setDrawsMigration,
     ownDrawSettleLockMigration,
+    oneLeaseDrawsMigration,
   ],
 }

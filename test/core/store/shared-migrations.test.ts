@@ -39,6 +39,7 @@ t.test('shared engine migrations', async (t) => {
       { module: 'core', version: 7 },
       { module: 'core', version: 8 },
       { module: 'core', version: 9 },
+      { module: 'core', version: 10 },
       { module: 'credit-carries', version: 1 },
       { module: 'document-revisions', version: 1 },
       { module: 'settings', version: 1 },
@@ -102,6 +103,7 @@ t.test('shared engine migrations', async (t) => {
     t.match(first.stdout, /applied core 7: draw ids and a fold mark per lease/)
     t.match(first.stdout, /applied core 8: tollgate_apply: a batch's draws on a share-locked lease/)
     t.match(first.stdout, /applied core 9: tollgate_apply: the balance of a draw settled in its own batch is locked up front/)
+    t.match(first.stdout, /applied core 10: tollgate_apply: typed literals; a batch of draws on one lease/)
     t.match(first.stdout, /applied document-revisions 1: documents.revision and its trigger/)
     t.match(first.stdout, /applied settings 1: settings: projects, keys, audit/)
     t.match(first.stdout, /applied accounts 1: accounts: users, project owners, sessions/)

@@ -117,3 +117,47 @@ t.test('draws set-based against draws one by one', async (t) => {
   const [one, set] = [await written(before), await written(after)]
   t.ok(set < one, `the set-based path ran in the random batches: ${set} draw rows against ${one} one by one`)
 })
+
+// Core migration 10 (one-lease-draws-migration.ts): a batch of 2 or more draws all on one lease takes
+// a short path of its own; it must answer, charge and refuse as version 7 too, and fall back to the
+// general path, having written nothing, whenever a condition of the set-based path fails.
+t.test('draws on one lease (the short path of version 10) against draws one by one', async (t) => {
+  if (!(await needServers(t))) return
+  const before = await migrated(t, 7)
+  const after = await migrated(t, LATEST)
+  const drawRows = async () => Number((await after.query('SELECT count(*) AS n FROM credit_draws')).rows[0].n)
+
+  await same(t, before, after, [{ o: 'lease', i: 'a', p: 'proj', e: 'p1', a: 1000, n: 10, m: 10 }], 'lease a')
+  let rows = await drawRows()
+  t.same(await same(t, before, after, [draw('d1', 'a', 3), draw('d2', 'a', 4)], 'two draws on one lease'), [false, false])
+  t.equal(await drawRows(), rows + 1, 'one credit_draws row for a batch of two draws (the short path ran)')
+  t.same(await same(t, before, after, [draw('d3', 'a', 2), draw('d4', 'a', 2)], 'one credit past the lease'), [false, 'expired'])
+  t.same(await same(t, before, after, [draw('d1', 'a', 1), draw('d5', 'a', 1)], 'a re-sent id beside a new one'), ['exists', false])
+  await same(t, before, after, [{ o: 'lease', i: 'a', p: 'proj', e: 'p1', a: 1000, n: 10, m: 10 }], 'top-up of a')
+  t.same(await same(t, before, after, [draw('d6', 'a', 1), draw('d6', 'a', 1)], 'one id twice'), [false, 'exists'])
+  await same(t, before, after, [draw('d7', 'a', 0), draw('d8', 'a', 1)], 'a draw of 0 credits')
+  await same(t, before, after, [{ o: 'draw', i: 'd9', n: 1, t: 'X' }, draw('d10', 'a', 1)], 'a draw naming no lease')
+  t.same(await same(t, before, after, [draw('d13', 'nope', 1), draw('d14', 'nope', 1)], 'draws on an unknown lease'), ['expired', 'expired'])
+  await same(t, before, after, [{ o: 'lease', i: 'z', p: 'proj', e: 'p1', a: 0, n: 5, m: 5 }], 'a refused lease of another instance', 'B')
+  t.same(await same(t, before, after, [draw('d15', 'a', 1), draw('d16', 'a', 1)], 'draws on a recalled lease'), [true, true])
+  await same(t, before, after, [draw('d17', 'a', 1), draw('d18', 'a', 1)], 'draws on the lease of another instance', 'B')
+
+  // Random batches of draws on one lease near exhaustion, with re-sent ids, top-ups and folds between them.
+  let seed = 9
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return Math.floor(seed / 65536) % n
+  }
+  let next = 100
+  const answers = new Map<string, number>()
+  for (let round = 0; round < 150; round++) {
+    const pick = random(10)
+    if (pick <= 2) await same(t, before, after, [{ o: 'lease', i: 'a', p: 'proj', e: 'p1', a: 5000, n: 10 + random(30), m: 1 }], `random top-up ${round}`)
+    else if (pick === 3) await same(t, before, after, [{ o: 'shrink', i: 'a', n: random(3) }], `random shrink ${round}`)
+    const ops: Op[] = []
+    const size = 2 + random(5)
+    for (let i = 0; i < size; i++) ops.push(draw(random(6) === 0 && next > 100 ? `d${100 + random(next - 100)}` : `d${next++}`, 'a', 1 + random(4)))
+    for (const answer of await same(t, before, after, ops, `random one-lease batch ${round}`)) answers.set(String(answer), (answers.get(String(answer)) ?? 0) + 1)
+  }
+  t.ok((answers.get('false') ?? 0) > 200 && (answers.get('expired') ?? 0) > 20 && (answers.get('exists') ?? 0) > 20, `the random batches charged, refused and found re-sent ids alike: ${JSON.stringify([...answers])}`)
+})
