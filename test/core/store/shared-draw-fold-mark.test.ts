@@ -104,8 +104,13 @@ t.test('an unfolded sum after thousands of folded draws', async (t) => {
   }
 
   t.test('core version 6: a draw planned on an empty ledger reads the whole ledger once it has grown', async (t) => {
-    const buffers = await afterLedgerGrew(t, 6)
-    t.ok(buffers > 300, `one draw after 50,000 ledger rows: ${buffers} buffers`)
+    // The stale plan lasts only until something invalidates the connection's plan cache: an
+    // autoanalyze, or a cache reset when other sessions' catalog changes overrun the invalidation
+    // queue (CI migrates hundreds of schemas on this server). Then version 6 replans by key too,
+    // which says nothing of it: the case is tried on up to 5 fresh schemas.
+    const seen: number[] = []
+    while (seen.length < 5 && !(seen.at(-1)! > 300)) seen.push(await afterLedgerGrew(t, 6))
+    t.ok(seen.at(-1)! > 300, `one draw after 50,000 ledger rows: ${seen.join(', ')} buffers`)
   })
 
   t.test(`core version ${LATEST}: it still finds its rows by key`, async (t) => {
