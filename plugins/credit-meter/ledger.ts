@@ -20,23 +20,17 @@ export type SettlementState = 'pending' | 'committed' | 'released'
 /**
  * One request's reservation as the meter tracks it. On an engine that answers at once it is also
  * the reservation handed to the store (which copies what it keeps): one object a request, not two.
+ * Made as an object literal: V8 allocates a literal inline, where a class with six parameters went
+ * through the generic construct stub (~500 instructions more a request, bench/RESULTS.md session 13).
  */
-export class MeteredRequest implements CreditReservation {
-  state: SettlementState = 'pending'
+export interface MeteredRequest extends CreditReservation {
+  /** Billing period the credits were reserved in; commit and release always go to this one. */
+  readonly period: string
+  state: SettlementState
   /** Credits given back from a committed charge (failed batch items). */
-  refunded = 0
+  refunded: number
   /** The period's balance right after this reservation (it counts against the balance at once). */
-  remainingAfterReserve = 0
-
-  constructor(
-    readonly id: string,
-    readonly projectId: string,
-    /** Billing period the credits were reserved in; commit and release always go to this one. */
-    readonly period: string,
-    readonly allocation: number,
-    readonly apiType: string,
-    readonly amount: number,
-  ) {}
+  remainingAfterReserve: number
 }
 
 /**
@@ -80,7 +74,8 @@ export class CreditLedger {
   }
 
   private record(id: string, project: Project, apiType: string, amount: number): MeteredRequest {
-    return new MeteredRequest(id, project.id, this.currentPeriod(project), project.credits.allocation, apiType, amount)
+    const period = this.currentPeriod(project)
+    return { id, projectId: project.id, period, allocation: project.credits.allocation, apiType, amount, state: 'pending', refunded: 0, remainingAfterReserve: 0 }
   }
 
   /**
