@@ -16,6 +16,7 @@ export type {
   ResponseState,
 } from './plugin.ts'
 export { GatewayError, errors, toGatewayError } from './errors.ts'
+export { RequestSlot } from './context.ts'
 export type { Store } from '../store/types.ts'
 export type { Project, ApiKeyRecord, ProjectDirectory } from '../projects/projects.ts'
 // What the built-in plugins use besides the contract: bounded JSON, the body helpers, upstream

@@ -239,8 +239,10 @@ export interface RequestContext {
   readonly startedAt: number
   /** Time spent waiting on upstreams, ms. */
   upstreamMs?: number
-  /** Per-plugin scratch space, keyed by plugin name. */
+  /** Per-plugin scratch space, keyed by plugin name (made on first read; a {@link RequestSlot} costs less). */
   readonly state: Map<string, unknown>
+  /** `state.get(key)` without making the map on a request that has none. */
+  stateValue(key: string): unknown
   /** Ends the request with this answer; later phases up to `response` are skipped. */
   respond(status: number, body: unknown, headers?: Record<string, string>): void
   /** Fields added to this request's access log line (project id, item count...). */

@@ -19,7 +19,7 @@
  * ```
  */
 import { randomBytes } from 'node:crypto'
-import { errors } from '../../core/proxy/plugin-api.ts'
+import { errors, RequestSlot } from '../../core/proxy/plugin-api.ts'
 import type { CounterSeries, PluginDefinition, PluginInit, RequestContext, ResponseState } from '../../core/proxy/plugin-api.ts'
 import { sharedSeriesCounter } from '../_shared/metrics.ts'
 import { countItems } from './items.ts'
@@ -50,9 +50,8 @@ export interface CreditMeterConfig {
 
 /** ctx.state key a handler sets to the credits it gives back (failed items of a batch). */
 export const REFUND_STATE = 'credits.refund'
-const STATE = 'credit-meter'
 
-/** What the meter keeps of a request, in `ctx.state`: one object with every field, made at the reservation. */
+/** What the meter keeps of a request, in {@link METER}: one object with every field, made at the reservation. */
 class MeterState {
   /**
    * The answer the meter last settled for (`settled` once it did); if the core replaces it, or the
@@ -73,6 +72,9 @@ class MeterState {
   ) {}
 }
 
+/** The meter's record of the request (a slot, not `ctx.state`: no Map made per request). */
+const METER = new RequestSlot<MeterState>()
+
 // Client-chosen x-request-id values can repeat, so reservation ids get a per-boot suffix of their own.
 const BOOT = randomBytes(4).toString('hex')
 let sequence = 0
@@ -80,7 +82,8 @@ let sequence = 0
 const LOCAL_ID_PREFIX = 'cm:'
 
 function requestedRefund(ctx: RequestContext): number {
-  const value = ctx.state.get(REFUND_STATE)
+  // Read without making ctx.state's map: nearly every request has none.
+  const value = ctx.stateValue(REFUND_STATE)
   return typeof value === 'number' && Number.isFinite(value) ? value : 0
 }
 
@@ -90,7 +93,7 @@ function requestedRefund(ctx: RequestContext): number {
  * x402 paywall's `upto` scheme) with the meter's own cost rules (per request, per item).
  */
 export function chargedCredits(ctx: RequestContext): number | undefined {
-  const state = ctx.state.get(STATE) as MeterState | undefined
+  const state = METER.get(ctx)
   if (!state) return undefined
   const { metered } = state
   if (metered.state === 'released') return 0
@@ -112,7 +115,7 @@ function refundDue(ctx: RequestContext, state: MeterState): number {
 
 /** The reservation of a metered request (the estimate or maximum), or undefined when none was made. */
 export function reservedCredits(ctx: RequestContext): number | undefined {
-  return (ctx.state.get(STATE) as MeterState | undefined)?.metered.amount
+  return METER.get(ctx)?.metered.amount
 }
 
 /** Response headers of a metered answer: what it cost and what is left (README "Cost headers"). */
@@ -208,7 +211,7 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   const immediate = init.store.immediate
   const actualHeader = priced ? config.actual?.header : undefined
   const keep = (ctx: RequestContext, metered: MeteredRequest): void => {
-    ctx.state.set(STATE, new MeterState(metered, ctx, actualHeader))
+    METER.set(ctx, new MeterState(metered, ctx, actualHeader))
   }
 
   const reserve = (ctx: RequestContext): Promise<void> | undefined => {
@@ -317,11 +320,11 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
       if (readsBody) return reserve(ctx)
     },
     response(ctx: RequestContext) {
-      const state = ctx.state.get(STATE) as MeterState | undefined
+      const state = METER.get(ctx)
       if (state) return settle(state, ctx)
     },
     done(ctx: RequestContext) {
-      const state = ctx.state.get(STATE) as MeterState | undefined
+      const state = METER.get(ctx)
       if (state) {
         // An error after the settlement is a failure after the head: the client did not receive
         // the whole answer, and the policy decides again (a failure of the service is refunded).
