@@ -30,9 +30,14 @@ export interface GatewayProcess {
 
 /** Gateways still running; killed when the test process exits (a timed-out test never reaches its teardown). */
 const running = new Set<ChildProcess>()
-process.once('exit', () => {
+const killRunning = () => {
   for (const child of running) child.kill('SIGKILL')
-})
+}
+process.once('exit', killRunning)
+// tap times a file out with SIGALRM and, 10 s later, kills it with SIGALRM again, with no 'exit'
+// event: without this the timed-out file's gateways outlived the run (seen after a CI timeout).
+// `once`: the second SIGALRM must still find no listener of ours and end the process.
+process.once('SIGALRM', killRunning)
 
 /**
  * `{{DIR}}` in the config text is replaced by the temp dir. `args` are appended to `start -c FILE`
