@@ -110,8 +110,13 @@ t.test('accounts, sessions and authorisation on a real gateway', async (t) => {
       const answer = await send(admin(), 'POST', '/admin/session', { body: { email, password: 'not-the-password-1' } })
       return { answer, ms: Number(process.hrtime.bigint() - started) / 1e6 }
     }
-    const wrong = await timed('owner@example.com')
-    const unknown = await timed('nobody@example.com')
+    // The fastest of three each: one call on a loaded machine can be held up several times over.
+    const fastest = async (email: string) => {
+      const runs = [await timed(email), await timed(email), await timed(email)]
+      return runs.reduce((best, run) => (run.ms < best.ms ? run : best))
+    }
+    const wrong = await fastest('owner@example.com')
+    const unknown = await fastest('nobody@example.com')
     t.same([wrong.answer.status, wrong.answer.json.error.code], [401, 'invalid_credentials'])
     t.same(unknown.answer.json, wrong.answer.json, 'same body: nothing says whether the account exists')
     t.notOk(wrong.answer.headers['set-cookie'])
