@@ -28,6 +28,10 @@
  *       [--credit-commit durable|async|both] (store.creditCommit of the shared gateway; both: one gateway each, in the same rounds; default durable)
  *       [--charge-early true|false|both]    (store.chargeEarly of the shared gateways; both: one gateway each; default false)
  *       [--servers-anywhere]                (leave PostgreSQL and Redis where the OS puts them)
+ *       [--servers-nice=N]                  (renice the gateway's PostgreSQL backends to N for the rounds)
+ *       [--upstream node|nginx]             (the stand-in upstream: bench/upstream.ts, default, or nginx
+ *                                            answering the same 200 bytes at a fraction of its CPU on the
+ *                                            core the servers share; see "Core layout" below)
  *
  * For the shared engine it also reports the CPU of the PostgreSQL backends serving the gateway's
  * connections and of the Redis server (all of it: other clients count too), per request: the
@@ -41,7 +45,7 @@
  * Uses a fresh schema and key prefix, dropped at the end.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { setPriority, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { parseArgs } from 'node:util'
@@ -53,7 +57,7 @@ import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.t
 import { runPaced } from './lib/paced.ts'
 import { coreBusy, coreTimes, cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
-import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startUpstream, tollgateConfig } from './lib/targets.ts'
+import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startNginxUpstream, startUpstream, tollgateConfig } from './lib/targets.ts'
 import { affinityOf, backendsOf, pinProcess, redisServerPid, serverCpu } from './lib/server-cpu.ts'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
@@ -73,6 +77,8 @@ const { values } = parseArgs({
     'credit-commit': { type: 'string', default: 'durable' },
     'charge-early': { type: 'string', default: 'false' },
     'servers-anywhere': { type: 'boolean', default: false },
+    'servers-nice': { type: 'string' },
+    upstream: { type: 'string', default: 'node' },
   },
 })
 const seconds = bounded('seconds', values.seconds, 1, 600)
@@ -85,8 +91,10 @@ if (!['true', 'false', 'both'].includes(chargeEarly)) throw new Error(`--charge-
 if (creditCommit !== 'durable' && creditCommit !== 'async' && creditCommit !== 'both') throw new Error(`--credit-commit must be durable, async or both, got ${creditCommit}`)
 const pacedShare = Number(values['paced-share'])
 if (!(pacedShare >= 0 && pacedShare <= 1)) throw new Error(`--paced-share must be a number in [0, 1], got ${values['paced-share']}`)
+if (values.upstream !== 'node' && values.upstream !== 'nginx') throw new Error(`--upstream must be node or nginx, got ${values.upstream}`)
 const connections = bounded('connections', values.connections, 1, 1000)
 const pacedRate = values['paced-rate'] === undefined ? undefined : bounded('paced-rate', values['paced-rate'], 1, 1_000_000)
+const serversNice = values['servers-nice'] === undefined ? undefined : bounded('servers-nice', values['servers-nice'], -20, 19)
 const schema = `tg_bench_${randomBytes(4).toString('hex')}`
 const keyPrefix = `tgbench:${randomBytes(4).toString('hex')}:`
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-shared-bench-'))
@@ -111,7 +119,7 @@ const redisAtStart = redisServerPid()
 const redisAffinity = redisAtStart === undefined ? undefined : affinityOf(redisAtStart)
 try {
   pinSelf(LOAD_CORE)
-  const upstream = await startUpstream(dir)
+  const upstream = values.upstream === 'nginx' ? await startNginxUpstream(dir) : await startUpstream(dir)
   const embedded = await startGateway('embedded (SQLite)', `store:\n  dataDir: ./data\n`, upstream.url)
   const commits: ('durable' | 'async')[] = creditCommit === 'both' ? ['durable', 'async'] : [creditCommit]
   const earlies: boolean[] = chargeEarly === 'both' ? [false, true] : [chargeEarly === 'true']
@@ -140,6 +148,7 @@ try {
         const backends = isShared(engine) ? await backendsOf(values.postgres, engine.proc.pid) : []
         const redisPid = isShared(engine) ? redisServerPid() : undefined
         if (!values['servers-anywhere']) for (const pid of [...backends, ...(redisPid === undefined ? [] : [redisPid])]) pinProcess(pid, String(LOAD_CORE))
+        if (serversNice !== undefined) for (const pid of backends) setPriority(pid, serversNice)
         const serversBefore = serverCpu(backends, redisPid)
         const coresBefore = coreTimes()
         const before = cpuMicros(engine.proc.pid)
@@ -159,7 +168,7 @@ try {
     const busy = (e: Engine) => e.coresBusy.map((cores) => cores.map((share) => `${(share * 100).toFixed(0)}%`).join('+')).join(' / ')
     const row = (e: Engine) =>
       `| ${e.label} | ${median(e.rps).toFixed(0)} | ${median(e.cpuPerRequest).toFixed(1)} | ${serverColumns(e)} | ${e.rps.map((r) => r.toFixed(0)).join(' / ')} | ${busy(e)} |`
-    console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool} (medians)\n`)
+    console.log(`\n### Typical chain, ${connections} connections, ${rounds} × ${seconds} s, ${loadTool}, ${values.upstream} upstream (medians)\n`)
     console.log(`Shared gateway: store.creditCommit ${commits.join(' and ')}${values['lease-credits'] === undefined ? '' : `, leaseCredits ${values['lease-credits']}`}\n`)
     console.log(`PostgreSQL backends and Redis: ${values['servers-anywhere'] ? 'where the OS puts them' : `pinned to core ${LOAD_CORE} (with the load generator and upstream); gateway on core ${PROXY_CORE}`}\n`)
     console.log('| engine | req/s | gateway CPU µs/request | PostgreSQL backends µs/request | Redis server µs/request | req/s per round | cores busy per round (load core + gateway core) |\n|---|---:|---:|---:|---:|---|---|')

@@ -8,14 +8,9 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { argValue } from './lib/args.ts'
+import { body200 } from './lib/upstream-body.ts'
 
-/** Exactly 200 bytes of JSON, built once: the benchmark measures the hop, not serialisation. */
-function body200(): Buffer {
-  const base = { ok: true, service: 'bench-upstream', pad: '' }
-  const missing = 200 - Buffer.byteLength(JSON.stringify(base))
-  return Buffer.from(JSON.stringify({ ...base, pad: 'x'.repeat(missing) }))
-}
-
+// Built once: the benchmark measures the hop, not serialisation.
 const BODY = body200()
 const HEADERS = { 'content-type': 'application/json', 'content-length': String(BODY.length) }
 
