@@ -55,7 +55,7 @@ import { createClient } from 'redis'
 import { openSharedStore } from '../core/store/shared/index.ts'
 import { runAutocannon, runWrk, wrkVersion, type LoadResult } from './lib/load.ts'
 import { runPaced } from './lib/paced.ts'
-import { coreBusy, coreTimes, cpuMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
+import { coreBusy, coreTimes, cpuMicros, cpuSplitMicros, freePort, pinSelf, startPinned, stopAll, waitForHttp, type Managed } from './lib/processes.ts'
 import { median } from './lib/report.ts'
 import { BENCH_KEY, LOAD_CORE, PROXY_CORE, startNginxUpstream, startUpstream, tollgateConfig } from './lib/targets.ts'
 import { affinityOf, backendsOf, pinProcess, redisServerPid, serverCpu } from './lib/server-cpu.ts'
@@ -198,6 +198,7 @@ try {
 /** Both gateways at `rate` req/s, evenly paced, rounds interleaved: CPU per request at equal load. */
 async function equalLoad(engines: Engine[], rate: number): Promise<void> {
   const perRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
+  const systemPerRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
   const pgPerRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
   // What each gateway kept up with: below the asked rate, "equal load" was saturation on a busy machine.
   const achieved = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
@@ -205,12 +206,17 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     for (const engine of rotate(engines, round)) {
       const backends = engine === engines[0] ? [] : await backendsOf(values.postgres, engine.proc.pid)
+      // As in the saturation rounds: left to the OS, a backend is woken on the gateway's core.
+      if (!values['servers-anywhere']) for (const pid of backends) pinProcess(pid, String(LOAD_CORE))
+      if (serversNice !== undefined) for (const pid of backends) setPriority(pid, serversNice)
       const serversBefore = serverCpu(backends, undefined)
-      const before = cpuMicros(engine.proc.pid)
+      const before = cpuSplitMicros(engine.proc.pid)
       const result = await runPaced(engine.url, seconds, rate, connections)
       // The paced generator's warm-up requests (not in result.requests) ran on the gateway too.
       const served = Math.max(1, result.requests + Math.round(rate * 0.5))
-      perRequest.get(engine)!.push((cpuMicros(engine.proc.pid) - before) / served)
+      const after = cpuSplitMicros(engine.proc.pid)
+      perRequest.get(engine)!.push((after.total - before.total) / served)
+      systemPerRequest.get(engine)!.push((after.system - before.system) / served)
       pgPerRequest.get(engine)!.push((serverCpu(backends, undefined).postgres - serversBefore.postgres) / served)
       achieved.get(engine)!.push(result.rps)
       failures += result.failures
@@ -218,10 +224,10 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
   }
   const [embedded, ...shared] = engines
   console.log(`\n### Equal load: every gateway at ${rate} req/s, evenly paced, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
-  console.log('| engine | gateway CPU µs/request | PostgreSQL backends µs/request (every request is charged) | per round | req/s served per round |\n|---|---:|---:|---|---|')
+  console.log('| engine | gateway CPU µs/request | of which system (kernel) | PostgreSQL backends µs/request (every request is charged) | per round | req/s served per round |\n|---|---:|---:|---:|---|---|')
   for (const engine of engines) {
     const pgColumn = engine === embedded ? '—' : median(pgPerRequest.get(engine)!).toFixed(1)
-    console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${pgColumn} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} | ${achieved.get(engine)!.map((v) => v.toFixed(0)).join(' / ')} |`)
+    console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${median(systemPerRequest.get(engine)!).toFixed(1)} | ${pgColumn} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} | ${achieved.get(engine)!.map((v) => v.toFixed(0)).join(' / ')} |`)
   }
   console.log('')
   for (const engine of shared) console.log(`${engine.label} / embedded at equal load: CPU per request ${(median(perRequest.get(engine)!) / median(perRequest.get(embedded!)!)).toFixed(2)}× (target <= 1.2×, issue 26)`)

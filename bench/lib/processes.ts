@@ -133,12 +133,12 @@ export function killAllSync(): void {
 
 const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100
 
-function cpuTicksOf(pid: number): { ticks: number; ppid: number } | undefined {
+function cpuTicksOf(pid: number): { ticks: number; systemTicks: number; ppid: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) }
+    return { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]), systemTicks: Number(fields[12]) }
   } catch {
     return undefined
   }
@@ -149,6 +149,11 @@ function cpuTicksOf(pid: number): { ticks: number; ppid: number } | undefined {
  * of its master), from /proc/<pid>/stat.
  */
 export function cpuMicros(rootPid: number): number {
+  return cpuSplitMicros(rootPid).total
+}
+
+/** {@link cpuMicros}, and the part of it spent in the kernel (system time: syscalls, the network stack). */
+export function cpuSplitMicros(rootPid: number): { total: number; system: number } {
   const children = new Map<number, number[]>()
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry)
@@ -160,13 +165,16 @@ export function cpuMicros(rootPid: number): number {
     children.set(info.ppid, list)
   }
   let ticks = 0
+  let systemTicks = 0
   const stack = [rootPid]
   while (stack.length) {
     const pid = stack.pop()!
-    ticks += cpuTicksOf(pid)?.ticks ?? 0
+    const info = cpuTicksOf(pid)
+    ticks += info?.ticks ?? 0
+    systemTicks += info?.systemTicks ?? 0
     stack.push(...(children.get(pid) ?? []))
   }
-  return (ticks * 1e6) / CLOCK_TICKS
+  return { total: (ticks * 1e6) / CLOCK_TICKS, system: (systemTicks * 1e6) / CLOCK_TICKS }
 }
 
 /** Busy and total jiffies of each CPU core, from /proc/stat (idle and iowait count as not busy). */
