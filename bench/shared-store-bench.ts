@@ -202,6 +202,7 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
   const pgPerRequest = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
   // What each gateway kept up with: below the asked rate, "equal load" was saturation on a busy machine.
   const achieved = new Map<Engine, number[]>(engines.map((engine) => [engine, []]))
+  const latency = new Map<Engine, { p50: number[]; p99: number[] }>(engines.map((engine) => [engine, { p50: [], p99: [] }]))
   let failures = 0
   for (let round = 0; round < rounds; round++) {
     for (const engine of rotate(engines, round)) {
@@ -219,15 +220,17 @@ async function equalLoad(engines: Engine[], rate: number): Promise<void> {
       systemPerRequest.get(engine)!.push((after.system - before.system) / served)
       pgPerRequest.get(engine)!.push((serverCpu(backends, undefined).postgres - serversBefore.postgres) / served)
       achieved.get(engine)!.push(result.rps)
+      latency.get(engine)!.p50.push(result.p50Ms)
+      latency.get(engine)!.p99.push(result.p99Ms)
       failures += result.failures
     }
   }
   const [embedded, ...shared] = engines
   console.log(`\n### Equal load: every gateway at ${rate} req/s, evenly paced, ${connections} connections, ${rounds} × ${seconds} s (medians)\n`)
-  console.log('| engine | gateway CPU µs/request | of which system (kernel) | PostgreSQL backends µs/request (every request is charged) | per round | req/s served per round |\n|---|---:|---:|---:|---|---|')
+  console.log('| engine | gateway CPU µs/request | of which system (kernel) | PostgreSQL backends µs/request (every request is charged) | latency p50 / p99 ms | per round | req/s served per round |\n|---|---:|---:|---:|---:|---|---|')
   for (const engine of engines) {
     const pgColumn = engine === embedded ? '—' : median(pgPerRequest.get(engine)!).toFixed(1)
-    console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${median(systemPerRequest.get(engine)!).toFixed(1)} | ${pgColumn} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} | ${achieved.get(engine)!.map((v) => v.toFixed(0)).join(' / ')} |`)
+    console.log(`| ${engine.label} | ${median(perRequest.get(engine)!).toFixed(1)} | ${median(systemPerRequest.get(engine)!).toFixed(1)} | ${pgColumn} | ${median(latency.get(engine)!.p50).toFixed(2)} / ${median(latency.get(engine)!.p99).toFixed(2)} | ${perRequest.get(engine)!.map((v) => v.toFixed(1)).join(' / ')} | ${achieved.get(engine)!.map((v) => v.toFixed(0)).join(' / ')} |`)
   }
   console.log('')
   for (const engine of shared) console.log(`${engine.label} / embedded at equal load: CPU per request ${(median(perRequest.get(engine)!) / median(perRequest.get(embedded!)!)).toFixed(2)}× (target <= 1.2×, issue 26)`)

@@ -5,8 +5,8 @@
  * Group commit ({@link PgBatcher}): writes queued during one event-loop turn are sent together at the
  * next check phase (setImmediate) as ONE call of `tollgate_apply`, one transaction and one round
  * trip. Batches of lease ops (draw, lease, shrink) may be in flight side by side, up to
- * {@link DEFAULT_BATCHES_IN_FLIGHT} on connections of their own, so the WAL flush one waits for hides
- * behind the others (core migration 6: draws append and share their lease row); any other batch is in
+ * {@link DEFAULT_BATCHES_IN_FLIGHT} on connections of their own (a second one once at least
+ * {@link SECOND_BATCH_MIN_OPS} are queued), so the WAL flush one waits for hides behind the others (core migration 6: draws append and share their lease row); any other batch is in
  * flight alone, in queue order. What is queued while no room is left leaves as the next batch as soon
  * as one returns, so batches grow with the load instead of the number of round trips. Every op's
  * promise settles after its batch's COMMIT returned. A batch that PostgreSQL rolled back for a
@@ -157,6 +157,17 @@ const PARALLEL_OPS = new Set(['draw', 'lease', 'shrink'])
  */
 export const DEFAULT_BATCHES_IN_FLIGHT = 2
 
+/**
+ * Fewest lease ops queued for a batch to go out beside one already in flight; fewer wait for it to
+ * return and leave together. A batch's fixed cost in PostgreSQL (~600k instructions: the call,
+ * the lease lock, the unfolded sum, the commit) is about that of 7 draws (~87k each;
+ * bench/apply-draws-instructions.ts), so a second batch smaller than that costs more than the wait
+ * saves. At saturation the queue is longer and both batches go out as before; at moderate load
+ * (4,000 req/s paced, bench/RESULTS.md session 14) PostgreSQL CPU per charged request fell 17% and
+ * the answers' latency with it, since the backends share a busy core.
+ */
+export const SECOND_BATCH_MIN_OPS = 8
+
 /** Group commit over `tollgate_apply` (see the top of this file). */
 export class PgBatcher {
   private queue: Queued[] = []
@@ -236,6 +247,7 @@ export class PgBatcher {
       let count = 0
       while (count < this.queue.length && count < MAX_BATCH_OPS && PARALLEL_OPS.has(this.queue[count]!.op.o)) count++
       let alone = false
+      if (count > 0 && count < SECOND_BATCH_MIN_OPS && this.inFlight.size > 0) return
       if (count === 0) {
         // A batch that runs alone waits for every batch before it, and takes what follows it too.
         if (this.inFlight.size > 0) return
