@@ -44,9 +44,26 @@ export interface PipelineDeps {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
-async function runSteps(steps: Step[], ctx: Context): Promise<void> {
-  for (const step of steps) {
-    const result = step(ctx)
+/**
+ * Runs a phase's steps. While they answer synchronously (the embedded engine's auth, meter and rate
+ * limit do) nothing is awaited and no promise is made: an async runner, and the caller's await of
+ * it, cost a promise, an await and a microtask turn per phase per request. From the first step
+ * that returns a promise on, the rest run in {@link continueSteps}. A step that throws throws here.
+ */
+function runSteps(steps: Step[], ctx: Context): Promise<void> | undefined {
+  for (let i = 0; i < steps.length; i++) {
+    const result = steps[i](ctx)
+    if (result) return continueSteps(steps, i, result, ctx)
+    if (ctx.answered) return undefined
+  }
+  return undefined
+}
+
+async function continueSteps(steps: Step[], at: number, pending: Promise<void>, ctx: Context): Promise<void> {
+  await pending
+  if (ctx.answered) return
+  for (let i = at + 1; i < steps.length; i++) {
+    const result = steps[i](ctx)
     if (result) await result
     if (ctx.answered) return
   }
@@ -92,12 +109,16 @@ class Exchange {
       ctx.apiType = route.config.apiType
       ctx.upstream = route.config.upstream
       ctx.upstreamPath = route.rewrite ? route.rewrite(match.params) : ctx.path
-      if (route.request.length) await runSteps(route.request, ctx)
+      if (route.request.length) {
+        const pending = runSteps(route.request, ctx)
+        if (pending) await pending
+      }
       // Without a rewrite the upstream would get the client's path: never with a credential in it.
       if (!route.rewrite && ctx.hasSecretParams && ctx.upstreamPath === ctx.path) ctx.upstreamPath = pathWithout(route.pattern, ctx, '')
       if (!ctx.answered && route.bodyNeed) {
         await readRequestBody(route, ctx, req)
-        await runSteps(route.body, ctx)
+        const pending = runSteps(route.body, ctx)
+        if (pending) await pending
       }
       if (!ctx.answered) {
         await target(deps, route, ctx, req, res)
@@ -120,20 +141,45 @@ class Exchange {
   runDone(): void {
     if (this.doneRan || !this.chainSettled || !this.closed) return
     this.doneRan = true
-    if (this.route?.done.length) void this.runDonePlugins()
+    if (this.route?.done.length) this.runDonePlugins(0)
     else this.observed()
   }
 
-  async runDonePlugins(): Promise<void> {
-    const { deps, ctx } = this
-    for (const step of this.route!.done) {
+  /**
+   * Done steps in order, each after the previous settled. Synchronous while they return nothing (the
+   * meter's done on the embedded engine): an await of each step's undefined was a promise and a
+   * microtask turn per request. A step's promise is awaited by {@link awaitDoneStep}, which goes on.
+   */
+  runDonePlugins(from: number): void {
+    const steps = this.route!.done
+    for (let i = from; i < steps.length; i++) {
+      let result: void | Promise<void>
       try {
-        await step(ctx)
+        result = steps[i](this.ctx)
       } catch (error) {
-        deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
+        this.doneStepFailed(error)
+        continue
+      }
+      if (result) {
+        void this.awaitDoneStep(result, i)
+        return
       }
     }
     this.observed()
+  }
+
+  async awaitDoneStep(pending: Promise<void>, at: number): Promise<void> {
+    try {
+      await pending
+    } catch (error) {
+      this.doneStepFailed(error)
+    }
+    this.runDonePlugins(at + 1)
+  }
+
+  doneStepFailed(error: unknown): void {
+    const { deps, ctx } = this
+    deps.log.error({ err: error, route: ctx.routeName, reqId: ctx.id }, 'a done-phase plugin threw')
   }
 
   observed(): void {
@@ -215,9 +261,31 @@ function forwardingOf(deps: PipelineDeps, route: CompiledRoute): { safe: Forward
   return { safe: options, unsafe: { ...options, retrySafe: false } }
 }
 
-async function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promise<void> {
+/**
+ * Response steps, then the head. Not async: when the steps finish synchronously the head is written
+ * at once and nothing is returned; otherwise one async function awaits them (an async wrapper
+ * around an async runner was two promises and two awaits per request). A step's throw is returned
+ * as a rejection, as the forwarder expects of a head it waits for.
+ */
+function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promise<void> | undefined {
   const fromUpstream = ctx.response
-  await runSteps((res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route!.response, ctx)
+  let pending: Promise<void> | undefined
+  try {
+    pending = runSteps((res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route!.response, ctx)
+  } catch (error) {
+    return Promise.reject(error)
+  }
+  if (pending) return headAfterSteps(pending, ctx, res, fromUpstream)
+  headAfterPlugins(ctx, res, fromUpstream)
+  return undefined
+}
+
+async function headAfterSteps(pending: Promise<void>, ctx: Context, res: ServerResponse, fromUpstream: Context['response']): Promise<void> {
+  await pending
+  headAfterPlugins(ctx, res, fromUpstream)
+}
+
+function headAfterPlugins(ctx: Context, res: ServerResponse, fromUpstream: Context['response']): void {
   // Still the upstream's own answer: its header object is this request's, extend it in place.
   if (ctx.response === fromUpstream) writeUpstreamHead(ctx, res)
   else writeHead(ctx, res)
@@ -268,7 +336,8 @@ async function answer(deps: PipelineDeps, table: Table, route: CompiledRoute | u
   if (route && ctx.response) {
     try {
       ctx.answered = false
-      await runSteps(route.response, ctx)
+      const pending = runSteps(route.response, ctx)
+      if (pending) await pending
     } catch (thrown) {
       if (ctx.error) deps.log.error({ err: thrown, route: route.name, reqId: ctx.id }, 'a response-phase plugin threw while rendering an error')
       else {

@@ -75,6 +75,29 @@ export class SqliteCreditLedger {
 
   /** Check-and-reserve in memory. Bad input and an id already held throw. */
   reserve(reservation: CreditReservation, now: number): { ok: boolean; balance: CreditBalance } {
+    const balance = this.hold(reservation, now)
+    const { projectId, period, allocation } = reservation
+    const sums = balance ?? this.periodBalance(projectId, period)
+    return { ok: balance !== undefined, balance: toBalance(projectId, period, allocation, sums.used, sums.granted) }
+  }
+
+  /**
+   * {@link reserve} for the in-process meter (`ImmediateStore.reserveCredits`): an accepted
+   * reservation answers with the credits left after it, a number, and only a refusal builds the
+   * period's balance. `reserve`'s `{ ok, balance }` and its `CreditBalance` were two objects per
+   * metered request for one figure the meter reads.
+   */
+  reserveRemaining(reservation: CreditReservation, now: number): number | CreditBalance {
+    const balance = this.hold(reservation, now)
+    // Held: used is at most allocation + granted, so this is toBalance's remaining without the clamp.
+    if (balance !== undefined) return reservation.allocation + balance.granted - balance.used
+    const { projectId, period, allocation } = reservation
+    const refused = this.periodBalance(projectId, period)
+    return toBalance(projectId, period, allocation, refused.used, refused.granted)
+  }
+
+  /** Holds the reservation if the period's balance covers it: that balance, or undefined when it does not. */
+  private hold(reservation: CreditReservation, now: number): PeriodBalance | undefined {
     const { id, projectId, period, allocation, amount, apiType } = reservation
     if (typeof id !== 'string' || id === '') throw new TypeError('reservation id must be a non-empty string')
     checkAmount('amount', amount)
@@ -83,11 +106,11 @@ export class SqliteCreditLedger {
     const balance = this.periodBalance(projectId, period)
     balance.touched = true
     const used = balance.used + amount
-    if (used > allocation + balance.granted) return { ok: false, balance: toBalance(projectId, period, allocation, balance.used, balance.granted) }
+    if (used > allocation + balance.granted) return undefined
     balance.used = used
     balance.held++
     this.held.set(id, { id, projectId, period, apiType, amount, createdAt: now, charged: amount, state: 'pending', balance })
-    return { ok: true, balance: toBalance(projectId, period, allocation, used, balance.granted) }
+    return balance
   }
 
   /** Adds the charge to the on-disk sum; resolves after its COMMIT. Unknown, released or repeated: no-op. */

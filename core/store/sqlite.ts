@@ -137,7 +137,7 @@ export class SqliteStore implements Store {
   readonly accounts: SqliteAccounts
   /** Reservations, buckets and usage sums live in this process: their answers are ready at once. */
   readonly immediate: ImmediateStore = {
-    reserveCredits: (reservation) => this.credits.reserve(reservation, this.clock()),
+    reserveCredits: (reservation) => this.credits.reserveRemaining(reservation, this.clock()),
     takeToken: (key, capacity, refillPerSecond, cost) => this.buckets.take(key, capacity, refillPerSecond, cost),
     closeCredits: (reservationId) => {
       // A pending reservation's release writes nothing (it never reached the disk); a settled one's

@@ -196,7 +196,12 @@ export interface StoreHealth {
  * promise, an await and a microtask turn per call, for an answer that was ready at once.
  */
 export interface ImmediateStore {
-  reserveCredits(reservation: CreditReservation): { ok: boolean; balance: CreditBalance }
+  /**
+   * {@link Store.reserveCredits} without its wrapper: accepted, the credits left after this
+   * reservation (a number); refused, the period's balance (nothing held). No per-request objects
+   * on the usual path.
+   */
+  reserveCredits(reservation: CreditReservation): number | CreditBalance
   takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): RateDecision
   /** Resolves nothing the caller waits for: the last write's promise went to whoever asked for that write. */
   closeCredits(reservationId: string): void

@@ -70,7 +70,12 @@ export class CreditLedger {
   /** {@link reserve} on a store that answers at once (the embedded engine): no promise, no microtask. */
   reserveNow(immediate: ImmediateStore, id: string, project: Project, apiType: string, amount: number): MeteredRequest {
     const record = this.record(id, project, apiType, amount)
-    return accepted(record, immediate.reserveCredits(record))
+    const answer = immediate.reserveCredits(record)
+    if (typeof answer === 'number') {
+      record.remainingAfterReserve = answer
+      return record
+    }
+    return accepted(record, { ok: false, balance: answer })
   }
 
   private record(id: string, project: Project, apiType: string, amount: number): MeteredRequest {

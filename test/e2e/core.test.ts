@@ -60,6 +60,17 @@ routes:
     plugins:
       - name: phase-recorder
         config: { file: "{{DIR}}/phases.log", answer: 418 }
+  - name: mixed
+    methods: [GET]
+    path: /mixed
+    upstream: echo
+    plugins:
+      - name: phase-recorder
+        config: { file: "{{DIR}}/phases.log", label: a, settle: true }
+      - name: phase-recorder
+        config: { file: "{{DIR}}/phases.log", label: b, throwInDone: true }
+      - name: phase-recorder
+        config: { file: "{{DIR}}/phases.log", label: c }
   - name: down
     path: /down
     upstream: down
@@ -156,6 +167,22 @@ t.test('buffered JSON body: parsed once, 400 invalid_json, 415, 413 for chunked'
   const bigId = big.headers['x-request-id'] as string
   await eventually(() => (phases().get(bigId) ?? []).some((p) => p.startsWith('done')))
   t.same(phases().get(bigId), ['request', 'response:413', 'done:413'], 'no body phase, no upstream, done once')
+})
+
+// The core runs steps without awaiting while they return nothing (pipeline.ts runSteps): a step's
+// promise must still hold back the next plugin's step, in every phase, and a done step that throws
+// must not stop the ones after it.
+t.test('a step that returns a promise holds back the next one in each phase; a throwing done step does not stop the rest', async (t) => {
+  const res = await rawRequest(gw.url, '/mixed')
+  t.equal(res.status, 200)
+  const id = res.headers['x-request-id'] as string
+  await eventually(() => (phases().get(id) ?? []).includes('c:done:200'))
+  t.same(phases().get(id), [
+    'a:request', 'a:request:settled', 'b:request', 'c:request',
+    'a:response:200', 'a:response:200:settled', 'b:response:200', 'c:response:200',
+    'a:done:200', 'a:done:200:settled', 'b:done:200', 'c:done:200',
+  ])
+  await t.resolves(gw.waitFor(new RegExp(`a done-phase plugin threw.*${id}|${id}.*a done-phase plugin threw`), 3000), 'the throw is logged')
 })
 
 t.test('a plugin that answers early skips the target; done still runs once', async (t) => {
@@ -298,7 +325,7 @@ t.test('reload under load: zero failed requests, bad config keeps the old table'
     await new Promise((r) => setTimeout(r, 150))
     extra += `  - name: extra${i}\n    path: /extra${i}\n    upstream: echo\n`
     gw.writeConfig(config(upstream, downPort, extra))
-    await gw.waitFor(new RegExp(`"routes":${5 + i},"msg":"config reloaded"`))
+    await gw.waitFor(new RegExp(`"routes":${6 + i},"msg":"config reloaded"`))
   }
   gw.writeConfig(config(upstream, downPort, extra).replace('maxBodyBytes: 1000', 'maxBodyBytes: -5'))
   await gw.waitFor(/config reload failed/)

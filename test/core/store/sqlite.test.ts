@@ -67,6 +67,24 @@ t.test('no overspend: 1,000 concurrent reservations against 100 credits', async 
   t.equal((await store.balance('other', '2026-11', 100)).used, 0, 'other projects are untouched')
 })
 
+// The meter's in-process reserve answers a number (credits left) when it holds the reservation and
+// the period's balance when it refuses: the same figures as Store.reserveCredits, on the same ledger.
+t.test('immediate reserve: credits left as a number when held, the balance when refused; agrees with reserveCredits', async (t) => {
+  const store = openStore(t)
+  await store.grantCredits({ id: 'g1', projectId: 'demo', period: '2026-11', allocation: 10, amount: 5, reason: 'top_up', actor: 'ops' })
+  const immediate = store.immediate
+  t.equal(immediate.reserveCredits(reservation('i1', { allocation: 10, amount: 4 })), 11, '10 + 5 granted - 4')
+  const viaStore = await store.reserveCredits(reservation('s1', { allocation: 10, amount: 3 }))
+  t.same(viaStore, { ok: true, balance: { projectId: 'demo', period: '2026-11', allocation: 10, granted: 5, used: 7, remaining: 8 } })
+  t.equal(immediate.reserveCredits(reservation('i2', { allocation: 10, amount: 8 })), 0, 'the last credits: 0 left, held')
+  const refused = immediate.reserveCredits(reservation('i3', { allocation: 10, amount: 1 }))
+  t.same(refused, { projectId: 'demo', period: '2026-11', allocation: 10, granted: 5, used: 15, remaining: 0 }, 'refused: the balance, unchanged')
+  t.same(await store.reserveCredits(reservation('s2', { allocation: 10, amount: 1 })), { ok: false, balance: refused })
+  await store.releaseCredits('i1')
+  t.equal(immediate.reserveCredits(reservation('i3', { allocation: 10, amount: 1 })), 3, 'a refused id was not held: it can reserve once credits are back')
+  t.throws(() => immediate.reserveCredits(reservation('i3', { allocation: 10, amount: 1 })), { code: 'reservation_exists' })
+})
+
 t.test('group commit: the writes of one event-loop turn share a transaction, at most maxBatchOps each', async (t) => {
   const store = openStore(t)
   const results = await Promise.all(Array.from({ length: 1000 }, (_, i) => store.reserveCredits(reservation(`r${i}`, { allocation: 1e6 }))))
