@@ -119,6 +119,20 @@ function lookup(map: ReturnType<typeof loadPerfMap>, address: number): string | 
 const COMPILER = /v8::internal::compiler::|v8::internal::maglev::|v8::internal::Zone::|v8::internal::OptimizedCompilationJob|v8::internal::TurbofanCompilationJob/
 export const COMPILER_KEY = '(V8 optimizing compiler, all functions)'
 
+/**
+ * V8's garbage collector: scavenges, concurrent marking, sweeping, evacuation and their helpers. A
+ * major GC lands in one counted window and not in another run's (+27k to +90k per request in
+ * session 14's guard runs, always on one side), so comparisons read the rest apart from it.
+ */
+const GC = /Scaveng|Marking|Sweep|Evacuat|v8::internal::Heap::|heap::base::|MemoryChunk|RememberedSet|MarkCompact|SlotSet|SizeFromMap|BodyDescriptorBase|IterateObjectCache|LocalHeap|GCTracer|popcount|ArrayBufferSweeper|Minor|MarkBit|ObjectStats|Unmapper|Safepoint/
+
+/** Instructions of the named functions that are V8's garbage collector (see GC). */
+export function gcInstructions(byName: Map<string, number>): number {
+  let gc = 0
+  for (const [name, instructions] of byName) if (name !== COMPILER_KEY && GC.test(name)) gc += instructions
+  return gc
+}
+
 /** Function costs with callgrind's unnamed addresses (`???:0x…`) named from the perf map, tidied for reading. */
 export function namedCosts(file: string, perfMap?: string): { total: number; byName: Map<string, number> } {
   const { total, functions } = functionCosts(file)
@@ -181,6 +195,8 @@ export interface InstructionRun {
   perRequest: number
   /** {@link perRequest} without V8's optimizing compilers (see COMPILER). */
   withoutCompiler: number
+  /** {@link withoutCompiler} without V8's garbage collector too (see GC): what the request path itself ran. */
+  withoutCompilerAndGc: number
   dump: string
   perfMap?: string
   /** Wall-clock length of the counted window. */
@@ -266,7 +282,19 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
   for (const { chain, dump, seconds } of dumps) {
     const { total, byName } = namedCosts(dump, perfMap)
     const compiler = byName.get(COMPILER_KEY) ?? 0
-    runs.push({ label, chain, requests: options.requests, instructions: total, perRequest: total / options.requests, withoutCompiler: (total - compiler) / options.requests, dump, perfMap, seconds })
+    const gc = gcInstructions(byName)
+    runs.push({
+      label,
+      chain,
+      requests: options.requests,
+      instructions: total,
+      perRequest: total / options.requests,
+      withoutCompiler: (total - compiler) / options.requests,
+      withoutCompilerAndGc: (total - compiler - gc) / options.requests,
+      dump,
+      perfMap,
+      seconds,
+    })
     console.error(`[instructions] ${label}, ${chain} chain: ${(total / options.requests).toFixed(0)} instructions/request, ${((total - compiler) / options.requests).toFixed(0)} without the optimizing compiler`)
   }
   return runs
@@ -357,9 +385,9 @@ async function main(): Promise<void> {
     const runs = await measureGateway({ label, root, dir, upstreamUrl: upstream.url, chains: [...chains], warmup, requests, connections, attribute: values.attribute, store })
     const storeLabel = store === undefined ? 'embedded store' : `shared store, ${values.store} commit`
     console.log(`## Gateway instructions per request (callgrind), ${label}, ${storeLabel}: ${warmup} warm-up, ${requests} counted, ${connections} connections${values.attribute ? ', attributed (perf map flags on)' : ''}\n`)
-    console.log(`| chain | instructions/request | without the optimizing compiler |${values.attribute ? ' own JS (core/, plugins/) |' : ''} counted window, s |`)
-    console.log(`|---|---:|---:|${values.attribute ? '---:|' : ''}---:|`)
-    for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} |${values.attribute ? ` ${ownJavaScript(run).toFixed(0)} |` : ''} ${run.seconds.toFixed(0)} |`)
+    console.log(`| chain | instructions/request | without the optimizing compiler | without the compiler and the GC |${values.attribute ? ' own JS (core/, plugins/) |' : ''} counted window, s |`)
+    console.log(`|---|---:|---:|---:|${values.attribute ? '---:|' : ''}---:|`)
+    for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} | ${run.withoutCompilerAndGc.toFixed(0)} |${values.attribute ? ` ${ownJavaScript(run).toFixed(0)} |` : ''} ${run.seconds.toFixed(0)} |`)
     if (values.attribute) for (const run of runs) console.log(`\n${topFunctions(run, top)}`)
     if (keep) console.log(`\ncallgrind files: ${runs.map((r) => r.dump).join(' ')}${values.attribute ? ` (perf maps: ${runs.map((r) => r.perfMap).join(' ')})` : ''}`)
   } finally {
