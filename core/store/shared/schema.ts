@@ -23,6 +23,7 @@ import { drawFoldMarkMigration } from './draw-fold-mark-migration.ts'
 import { setDrawsMigration } from './set-draws-migration.ts'
 import { ownDrawSettleLockMigration } from './own-draw-settle-lock-migration.ts'
 import { oneLeaseDrawsMigration } from './one-lease-draws-migration.ts'
+import { oneDrawLockMigration } from './one-draw-lock-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -233,5 +234,6 @@ export const coreMigrations: MigrationSet = {
     setDrawsMigration,
     ownDrawSettleLockMigration,
     oneLeaseDrawsMigration,
+    oneDrawLockMigration,
   ],
 }

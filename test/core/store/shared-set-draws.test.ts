@@ -161,3 +161,28 @@ t.test('draws on one lease (the short path of version 10) against draws one by o
   }
   t.ok((answers.get('false') ?? 0) > 200 && (answers.get('expired') ?? 0) > 20 && (answers.get('exists') ?? 0) > 20, `the random batches charged, refused and found re-sent ids alike: ${JSON.stringify([...answers])}`)
 })
+
+// Core migration 11 (one-draw-lock-migration.ts): a batch of one draw locks its lease by id instead
+// of through the lease loop; it must answer, charge and refuse as version 7 in every case the loop
+// told apart (the caller's own pending lease only).
+t.test('a batch of one draw (the lease locked by id, version 11) against version 7', async (t) => {
+  if (!(await needServers(t))) return
+  const before = await migrated(t, 7)
+  const after = await migrated(t, LATEST)
+
+  await same(t, before, after, [{ o: 'lease', i: 'a', p: 'proj', e: 'p1', a: 1000, n: 5, m: 5 }], 'lease a')
+  t.same(await same(t, before, after, [draw('d1', 'a', 3)], 'a draw within the lease'), [false])
+  t.same(await same(t, before, after, [draw('d2', 'a', 2)], 'a draw to its last credit'), [false])
+  t.same(await same(t, before, after, [draw('d3', 'a', 1)], 'a draw on an empty lease'), ['expired'])
+  await same(t, before, after, [{ o: 'lease', i: 'a', p: 'proj', e: 'p1', a: 1000, n: 5, m: 5 }], 'top-up of a (folds it)')
+  t.same(await same(t, before, after, [draw('d4', 'a', 6)], 'a draw one credit past what is left'), ['expired'])
+  t.same(await same(t, before, after, [draw('d1', 'a', 1)], 'a re-sent draw id'), ['exists'])
+  await same(t, before, after, [draw('d5', 'a', 0)], 'a draw of 0 credits')
+  await same(t, before, after, [{ o: 'draw', i: 'd6', n: 1, t: 'X' }], 'a draw naming no lease')
+  t.same(await same(t, before, after, [draw('d7', 'nope', 1)], 'a draw on an unknown lease'), ['expired'])
+  await same(t, before, after, [draw('d8', 'a', 1)], 'a draw on the lease of another instance', 'B')
+  await same(t, before, after, [{ o: 'lease', i: 'z', p: 'proj', e: 'p1', a: 0, n: 5, m: 5 }], 'a refused lease of another instance', 'B')
+  t.same(await same(t, before, after, [draw('d9', 'a', 1)], 'a draw on a recalled lease'), [true])
+  await same(t, before, after, [{ o: 'shrink', i: 'a', n: 0 }], 'lease a ended')
+  await same(t, before, after, [draw('d10', 'a', 1)], 'a draw on an ended lease')
+})
