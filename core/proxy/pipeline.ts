@@ -17,6 +17,7 @@ import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody, remainingMs } from './http/body.ts'
 import { forward, type ForwardOptions } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
+import { writeHeadKeeping } from './http/response-head.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import { safeMethod } from './upstream/retry-rules.ts'
@@ -269,14 +270,14 @@ function forwardingOf(deps: PipelineDeps, route: CompiledRoute): { safe: Forward
  */
 function commitHeadAfterPlugins(ctx: Context, res: ServerResponse): Promise<void> | undefined {
   const fromUpstream = ctx.response
-  let pending: Promise<void> | undefined
   try {
-    pending = runSteps((res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route!.response, ctx)
+    const pending = runSteps((res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE].route!.response, ctx)
+    if (pending) return headAfterSteps(pending, ctx, res, fromUpstream)
+    // A head node refuses (a plugin's header value it will not send) is a rejection too, as before.
+    headAfterPlugins(ctx, res, fromUpstream)
   } catch (error) {
     return Promise.reject(error)
   }
-  if (pending) return headAfterSteps(pending, ctx, res, fromUpstream)
-  headAfterPlugins(ctx, res, fromUpstream)
   return undefined
 }
 
@@ -298,7 +299,13 @@ function writeUpstreamHead(ctx: Context, res: ServerResponse): void {
   dropUpstreamSetCookie(ctx, res, headers)
   const extra = ctx.responseHeaders
   for (const name in extra) headers[name] = extra[name]
-  res.writeHead(response.status, headers)
+  writeHeadKeeping(res, response.status, headers, (names) => headersRefused(ctx, res, names))
+}
+
+/** A plugin (or an upstream) gave a header node will not send: the answer goes without it. */
+function headersRefused(ctx: Context, res: ServerResponse, names: string[]): void {
+  const exchange = (res as unknown as { [EXCHANGE]: Exchange })[EXCHANGE]
+  exchange.deps.log.error({ route: ctx.routeName, reqId: ctx.id, headers: names }, 'response headers node refuses to send were dropped')
 }
 
 /**
@@ -322,7 +329,7 @@ function writeHead(ctx: Context, res: ServerResponse): void {
   if (headers === ctx.ownHeaders) for (const name in extra) headers[name] = extra[name]
   else headers = { ...headers, ...extra }
   if (response.body) headers['content-length'] = String(response.body.length)
-  res.writeHead(response.status, headers)
+  writeHeadKeeping(res, response.status, headers, (names) => headersRefused(ctx, res, names))
 }
 
 /** Sends an answer that is fully in memory: early replies, handler answers, buffered upstream bodies, errors. */

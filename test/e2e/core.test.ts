@@ -71,6 +71,20 @@ routes:
         config: { file: "{{DIR}}/phases.log", label: b, throwInDone: true }
       - name: phase-recorder
         config: { file: "{{DIR}}/phases.log", label: c }
+  - name: badhead
+    methods: [GET]
+    path: /badhead
+    upstream: echo
+    plugins:
+      - name: phase-recorder
+        config: { file: "{{DIR}}/phases.log", badHeader: true }
+  - name: badhead-down
+    methods: [GET]
+    path: /badhead-down
+    upstream: down
+    plugins:
+      - name: phase-recorder
+        config: { file: "{{DIR}}/phases.log", badHeader: true }
   - name: down
     path: /down
     upstream: down
@@ -183,6 +197,22 @@ t.test('a step that returns a promise holds back the next one in each phase; a t
     'a:done:200', 'a:done:200:settled', 'b:done:200', 'c:done:200',
   ])
   await t.resolves(gw.waitFor(new RegExp(`a done-phase plugin threw.*${id}|${id}.*a done-phase plugin threw`), 3000), 'the throw is logged')
+})
+
+// A response header node will not send (a plugin's value with a line break) used to end the process:
+// writeHead threw, and the error answer after it carried the same header and threw again, uncaught.
+// Now the head goes without that header (core/proxy/http/response-head.ts), on the upstream's answer
+// and on an error answer alike, and the drop is logged by name.
+t.test('a response header node refuses is dropped, not a split head nor a dead gateway', async (t) => {
+  const res = await rawRequest(gw.url, '/badhead')
+  t.equal(res.status, 200, "the upstream's answer still goes out")
+  t.notOk('x-injected' in res.headers, 'no header injected')
+  t.notOk('x-recorder' in res.headers, 'the refused header is not sent')
+  await t.resolves(gw.waitFor(/"headers":\["x-recorder"\],"msg":"response headers node refuses to send were dropped"/, 3000), 'the drop is logged by name')
+  const failed = await rawRequest(gw.url, '/badhead-down')
+  t.equal(failed.status, 502, 'an error answer with the same plugin: 502 as without it')
+  t.notOk('x-recorder' in failed.headers, 'the refused header is not sent there either')
+  t.equal((await rawRequest(gw.url, '/echo/after')).status, 200, 'the gateway still answers')
 })
 
 t.test('a plugin that answers early skips the target; done still runs once', async (t) => {
@@ -325,7 +355,7 @@ t.test('reload under load: zero failed requests, bad config keeps the old table'
     await new Promise((r) => setTimeout(r, 150))
     extra += `  - name: extra${i}\n    path: /extra${i}\n    upstream: echo\n`
     gw.writeConfig(config(upstream, downPort, extra))
-    await gw.waitFor(new RegExp(`"routes":${6 + i},"msg":"config reloaded"`))
+    await gw.waitFor(new RegExp(`"routes":${8 + i},"msg":"config reloaded"`))
   }
   gw.writeConfig(config(upstream, downPort, extra).replace('maxBodyBytes: 1000', 'maxBodyBytes: -5'))
   await gw.waitFor(/config reload failed/)
