@@ -220,6 +220,9 @@ export class Context implements RequestContext {
   }
 
   respond(status: number, body: unknown, headers: Record<string, string> = {}): void {
+    // Thrown here, in the plugin's step, the core answers 500 as for any plugin that throws; node
+    // would refuse such a status only when the head is written, outside any plugin, and end the process.
+    if (!Number.isInteger(status) || status < 100 || status > 999) throw new RangeError(`ctx.respond: status must be an integer from 100 to 999, got ${String(status)}`)
     const isBuffer = Buffer.isBuffer(body)
     const isText = typeof body === 'string'
     const payload = isBuffer ? body : Buffer.from(isText ? body : JSON.stringify(body))

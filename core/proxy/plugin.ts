@@ -243,7 +243,10 @@ export interface RequestContext {
   readonly state: Map<string, unknown>
   /** `state.get(key)` without making the map on a request that has none. */
   stateValue(key: string): unknown
-  /** Ends the request with this answer; later phases up to `response` are skipped. */
+  /**
+   * Ends the request with this answer; later phases up to `response` are skipped. Throws a
+   * RangeError for a status outside 100–999 (the request then answers 500, as for a plugin that throws).
+   */
   respond(status: number, body: unknown, headers?: Record<string, string>): void
   /** Fields added to this request's access log line (project id, item count...). */
   readonly logFields: Record<string, unknown>

@@ -78,6 +78,13 @@ routes:
     plugins:
       - name: phase-recorder
         config: { file: "{{DIR}}/phases.log", badHeader: true }
+  - name: badstatus
+    methods: [GET]
+    path: /badstatus
+    upstream: echo
+    plugins:
+      - name: phase-recorder
+        config: { file: "{{DIR}}/phases.log", answer: 1000 }
   - name: badhead-down
     methods: [GET]
     path: /badhead-down
@@ -212,6 +219,15 @@ t.test('a response header node refuses is dropped, not a split head nor a dead g
   const failed = await rawRequest(gw.url, '/badhead-down')
   t.equal(failed.status, 502, 'an error answer with the same plugin: 502 as without it')
   t.notOk('x-recorder' in failed.headers, 'the refused header is not sent there either')
+  t.equal((await rawRequest(gw.url, '/echo/after')).status, 200, 'the gateway still answers')
+})
+
+// A status node cannot send (a plugin's ctx.respond(1000)) is the plugin's error where it made it:
+// ctx.respond throws, and the core answers 500 as for any plugin that throws.
+t.test('a plugin answering with a status outside 100-999 gets a 500, and the gateway lives on', async (t) => {
+  const res = await rawRequest(gw.url, '/badstatus')
+  t.equal(res.status, 500)
+  t.match(JSON.parse(res.body).error, { code: 'internal_error' })
   t.equal((await rawRequest(gw.url, '/echo/after')).status, 200, 'the gateway still answers')
 })
 
@@ -355,7 +371,7 @@ t.test('reload under load: zero failed requests, bad config keeps the old table'
     await new Promise((r) => setTimeout(r, 150))
     extra += `  - name: extra${i}\n    path: /extra${i}\n    upstream: echo\n`
     gw.writeConfig(config(upstream, downPort, extra))
-    await gw.waitFor(new RegExp(`"routes":${8 + i},"msg":"config reloaded"`))
+    await gw.waitFor(new RegExp(`"routes":${9 + i},"msg":"config reloaded"`))
   }
   gw.writeConfig(config(upstream, downPort, extra).replace('maxBodyBytes: 1000', 'maxBodyBytes: -5'))
   await gw.waitFor(/config reload failed/)
