@@ -185,10 +185,10 @@ async function stress(t: Test, version: number, owners: string[]) {
   // A lease id answered "expired" (released by the reaper or a shrink) is never granted again: the
   // instance moves on to a new one, as credit-leases.ts does, so that draws keep finding a lease.
   const leaseGeneration = new Map<string, number>()
-  // Leases whose `lease` op has returned: only those are shrunk, as credit-leases.ts shrinks only a
-  // lease it holds. A shrink racing its lease's creation in the other lane's batch found no row at
-  // step 2 and the lease at step 3, so it locked the balance late (seen ~1 run in 7 on a fast host):
-  // a sequence the gateway never sends, noted in bench/RESULTS.md (session 14) for the engine.
+  // Leases whose `lease` op has returned: only those are shrunk, as credit-leases.ts shrinks a lease
+  // only after its first `lease` op returned. A shrink racing its lease's creation in the other
+  // lane's batch found no row at step 2 and the lease at step 3, so it locked the balance late (seen
+  // ~1 run in 7 on a fast host); bench/RESULTS.md (session 14) notes the gap for the engine.
   const created = new Set<string>()
   const worker = async (client: pg.Client, owner: string, lane: number) => {
     const pending: string[] = []
