@@ -22,7 +22,11 @@ import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import { safeMethod } from './upstream/retry-rules.ts'
 import type { ProxyTrust } from './http/client-address.ts'
-import type { CompiledRoute, Step, Table } from './table.ts'
+import type { CompiledRoute, Table } from './table.ts'
+import { runSteps } from './steps.ts'
+import { boundedUserAgent, bytesOut, causeOf } from './access-fields.ts'
+
+export { MAX_LOGGED_USER_AGENT } from './access-fields.ts'
 import type { CoreMetrics, RouteMetrics } from './metrics.ts'
 import type { RequestContext } from './plugin.ts'
 
@@ -44,31 +48,6 @@ export interface PipelineDeps {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-
-/**
- * Runs a phase's steps. While they answer synchronously (the embedded engine's auth, meter and rate
- * limit do) nothing is awaited and no promise is made: an async runner, and the caller's await of
- * it, cost a promise, an await and a microtask turn per phase per request. From the first step
- * that returns a promise on, the rest run in {@link continueSteps}. A step that throws throws here.
- */
-function runSteps(steps: Step[], ctx: Context): Promise<void> | undefined {
-  for (let i = 0; i < steps.length; i++) {
-    const result = steps[i](ctx)
-    if (result) return continueSteps(steps, i, result, ctx)
-    if (ctx.answered) return undefined
-  }
-  return undefined
-}
-
-async function continueSteps(steps: Step[], at: number, pending: Promise<void>, ctx: Context): Promise<void> {
-  await pending
-  if (ctx.answered) return
-  for (let i = at + 1; i < steps.length; i++) {
-    const result = steps[i](ctx)
-    if (result) await result
-    if (ctx.answered) return
-  }
-}
 
 const EXCHANGE = Symbol('exchange')
 
@@ -357,33 +336,6 @@ async function answer(deps: PipelineDeps, table: Table, route: CompiledRoute | u
   if (res.headersSent || ctx.aborted || !ctx.response) return
   writeHead(ctx, res)
   endAtTurnEnd(res, ctx.response.body)
-}
-
-/** Body bytes of the answer: headers given to writeHead as an object are not visible to getHeader. */
-function bytesOut(ctx: Context, res: ServerResponse): number | undefined {
-  const response = ctx.response
-  if (response?.body) return response.body.length
-  if (ctx.streamedBytes > 0) return ctx.streamedBytes
-  const declared = response?.headers['content-length'] ?? res.getHeader('content-length')
-  return Number(Array.isArray(declared) ? declared[0] : (declared ?? 0)) || undefined
-}
-
-/** Longest user agent kept on an access line; longer ones are cut (a header can be 16 KB). */
-export const MAX_LOGGED_USER_AGENT = 256
-
-function boundedUserAgent(value: string | undefined): string | undefined {
-  return value === undefined || value.length <= MAX_LOGGED_USER_AGENT ? value : value.slice(0, MAX_LOGGED_USER_AGENT) + '…'
-}
-
-/**
- * Why a 5xx happened, for the operator: the transport or library error under the gateway's own
- * (the client only ever sees the stable code and message). Bounded, like every logged field.
- */
-function causeOf(error: GatewayError | undefined): string | undefined {
-  const cause = error?.cause as (Error & { code?: string }) | undefined
-  if (!(cause instanceof Error)) return undefined
-  const text = cause.code ? `${cause.code}: ${cause.message}` : cause.message
-  return text.length > 200 ? text.slice(0, 200) + '…' : text
 }
 
 function observe(deps: PipelineDeps, route: CompiledRoute | undefined, ctx: Context, req: IncomingMessage, res: ServerResponse): void {
