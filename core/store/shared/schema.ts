@@ -24,6 +24,7 @@ import { setDrawsMigration } from './set-draws-migration.ts'
 import { ownDrawSettleLockMigration } from './own-draw-settle-lock-migration.ts'
 import { oneLeaseDrawsMigration } from './one-lease-draws-migration.ts'
 import { oneDrawLockMigration } from './one-draw-lock-migration.ts'
+import { lateLockRetryMigration } from './late-lock-retry-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -235,5 +236,6 @@ export const coreMigrations: MigrationSet = {
     ownDrawSettleLockMigration,
     oneLeaseDrawsMigration,
     oneDrawLockMigration,
+    lateLockRetryMigration,
   ],
 }
