@@ -34,7 +34,8 @@
  */
 import type Database from 'better-sqlite3'
 import type { WriteBatcher } from './sqlite-batch.ts'
-import { carryAmount, checkCarry, checkGrant, toBalance } from './credit-balance.ts'
+import { toBalance } from './credit-balance.ts'
+import { SqliteCreditMoves } from './sqlite-credit-moves.ts'
 import { CreditDisk, type ReservationRecord } from './sqlite-credit-disk.ts'
 import { TurnSums, uncharge, type HeldReservation, type PeriodBalance } from './sqlite-credit-memory.ts'
 import { ledgerEntries } from './sqlite-credit-listing.ts'
@@ -61,16 +62,18 @@ export class SqliteCreditLedger {
   private readonly held = new Map<string, HeldReservation>()
   private turn: TurnSums | undefined
   private sweepCursor = ''
-  /** Grants queued and not yet committed, by id: a second grant of the same id waits for the first. */
-  private readonly grantsInFlight = new Map<string, Promise<unknown>>()
-  /** Carries queued and not yet committed, by id. */
-  private readonly carriesInFlight = new Map<string, Promise<unknown>>()
+  private readonly moves: SqliteCreditMoves
 
   constructor(
     db: Database.Database,
     private readonly writes: WriteBatcher,
   ) {
     this.disk = new CreditDisk(db)
+    this.moves = new SqliteCreditMoves(this.disk, writes, {
+      periodBalance: (projectId, period) => this.periodBalance(projectId, period),
+      cached: (projectId, period) => this.balances.get(projectId)?.get(period),
+      balance: (projectId, period, allocation) => this.balance(projectId, period, allocation),
+    })
   }
 
   /** Check-and-reserve in memory. Bad input and an id already held throw. */
@@ -177,81 +180,14 @@ export class SqliteCreditLedger {
     return toBalance(projectId, period, allocation, this.disk.used(projectId, period), this.disk.granted(projectId, period))
   }
 
-  /**
-   * Grants credits once per id. Whether the id is new is decided here, synchronously, against the
-   * disk (after the queued writes) and the grants still queued: this process is the only writer.
-   * The period's memory balance moves at once (so a reservation right after sees it) and the row
-   * is written in the turn's group commit; the promise resolves after that COMMIT. A failed write
-   * takes the credits back out of memory.
-   */
+  /** Grants credits once per id (sqlite-credit-moves.ts). */
   grant(grant: CreditGrant, now: number): Promise<{ created: boolean; balance: CreditBalance }> {
-    checkGrant(grant)
-    const { id, projectId, period, allocation, amount, reason, actor } = grant
-    const inFlight = this.grantsInFlight.get(id)
-    if (inFlight !== undefined) return inFlight.then(() => this.existingGrant(id, allocation))
-    this.writes.drain()
-    if (this.disk.getGrant(id) !== undefined) return Promise.resolve(this.existingGrant(id, allocation))
-    const cached = this.balances.get(projectId)?.get(period)
-    if (cached !== undefined) cached.granted += amount
-    const written = this.writes.enqueue(() => this.disk.insertGrant({ id, projectId, period, amount, reason, actor, createdAt: now }), true)
-    this.grantsInFlight.set(id, written)
-    return written.then(
-      () => {
-        this.grantsInFlight.delete(id)
-        return { created: true, balance: this.balance(projectId, period, allocation) }
-      },
-      (error: unknown) => {
-        this.grantsInFlight.delete(id)
-        if (cached !== undefined && this.balances.get(projectId)?.get(period) === cached) cached.granted -= amount
-        throw error
-      },
-    )
+    return this.moves.grant(grant, now)
   }
 
-  /**
-   * Moves a period's unspent granted credits into another (a schedule change), once per id. Decided
-   * here, synchronously, against both periods' memory balances (pending reservations included), so
-   * no reservation can slip between the computation and the move; the row is written in the turn's
-   * group commit and the promise resolves after that COMMIT. A failed write moves the credits back.
-   */
+  /** Moves a period's unspent granted credits into another, once per id (sqlite-credit-moves.ts). */
   carry(carry: CreditCarry, now: number): Promise<CreditCarried> {
-    checkCarry(carry)
-    const { id, projectId, from, to, fromAllocation, actor } = carry
-    const inFlight = this.carriesInFlight.get(id)
-    if (inFlight !== undefined) return inFlight.then(() => this.existingCarry(carry))
-    this.writes.drain()
-    if (this.disk.getCarry(id) !== undefined) return Promise.resolve(this.existingCarry(carry))
-    const source = this.periodBalance(projectId, from)
-    const target = this.periodBalance(projectId, to)
-    source.touched = target.touched = true
-    const amount = carryAmount(fromAllocation, source.granted, source.used)
-    source.granted -= amount
-    target.granted += amount
-    const written = this.writes.enqueue(() => this.disk.insertCarry({ id, projectId, from, to, amount, actor, createdAt: now }), true)
-    this.carriesInFlight.set(id, written)
-    return written.then(
-      () => {
-        this.carriesInFlight.delete(id)
-        return { created: true, amount, ...this.carryBalances(carry) }
-      },
-      (error: unknown) => {
-        this.carriesInFlight.delete(id)
-        if (this.balances.get(projectId)?.get(from) === source) source.granted += amount
-        if (this.balances.get(projectId)?.get(to) === target) target.granted -= amount
-        throw error
-      },
-    )
-  }
-
-  private existingCarry(carry: CreditCarry): CreditCarried {
-    this.writes.drain()
-    const stored = this.disk.getCarry(carry.id)
-    if (stored === undefined) throw new Error(`credit carry ${carry.id} was not written`)
-    return { created: false, amount: stored.amount, ...this.carryBalances({ ...carry, projectId: stored.projectId, from: stored.from, to: stored.to }) }
-  }
-
-  private carryBalances({ projectId, from, fromAllocation, to, toAllocation }: CreditCarry): { from: CreditBalance; to: CreditBalance } {
-    return { from: this.balance(projectId, from, fromAllocation), to: this.balance(projectId, to, toAllocation) }
+    return this.moves.carry(carry, now)
   }
 
   /** The entries of a period (sqlite-credit-listing.ts), with the pending reservations held in memory. */
@@ -262,14 +198,6 @@ export class SqliteCreditLedger {
       if (held.state === 'pending' && held.projectId === projectId && held.period === period) pending += held.charged
     }
     return { balance: this.balance(projectId, period, allocation), entries: ledgerEntries(this.disk, projectId, period, allocation, pending) }
-  }
-
-  /** The balance of the period an existing grant went to. */
-  private existingGrant(id: string, allocation: number): { created: boolean; balance: CreditBalance } {
-    this.writes.drain()
-    const stored = this.disk.getGrant(id)
-    if (stored === undefined) throw new Error(`credit grant ${id} was not written`)
-    return { created: false, balance: this.balance(stored.projectId, stored.period, allocation) }
   }
 
   /** Releases pending rows left on disk by versions that wrote reservations; returns how many. */
