@@ -17,7 +17,7 @@ import { normalisePath, ROUTES_AT_PATH } from './router.ts'
 import { isJsonMediaType, mediaType, parseJson, readBody, remainingMs } from './http/body.ts'
 import { forward, type ForwardOptions } from './http/forward.ts'
 import { endAtTurnEnd } from './http/turn-flush.ts'
-import { writeHeadKeeping } from './http/response-head.ts'
+import { headList, writeHeadKeeping, type HeadList } from './http/response-head.ts'
 import { answerClosed, answerStarted } from './http/pending-answers.ts'
 import type { UpstreamHandle } from './http/upstreams.ts'
 import { safeMethod } from './upstream/retry-rules.ts'
@@ -271,14 +271,11 @@ function headAfterPlugins(ctx: Context, res: ServerResponse, fromUpstream: Conte
   else writeHead(ctx, res)
 }
 
-/** Head of a streamed upstream answer: its header object was made for this request, so it is extended in place. */
+/** Head of a streamed upstream answer: its headers, then the ones plugins added for the client. */
 function writeUpstreamHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
-  const headers = response.headers
-  dropUpstreamSetCookie(ctx, res, headers)
-  const extra = ctx.responseHeaders
-  for (const name in extra) headers[name] = extra[name]
-  writeHeadKeeping(res, response.status, headers, (names) => headersRefused(ctx, res, names))
+  dropUpstreamSetCookie(ctx, res, response.headers)
+  writeHeadKeeping(res, response.status, headList(response.headers, ctx.responseHeaders), (names) => headersRefused(ctx, res, names))
 }
 
 /** A plugin (or an upstream) gave a header node will not send: the answer goes without it. */
@@ -301,14 +298,22 @@ function dropUpstreamSetCookie(ctx: Context, res: ServerResponse, headers: Recor
 /** Writes status and headers: the answer's own, then the ones plugins added for the client. */
 function writeHead(ctx: Context, res: ServerResponse): void {
   const response = ctx.response!
-  let headers = response.headers
-  dropUpstreamSetCookie(ctx, res, headers)
-  const extra = ctx.responseHeaders
-  // A plugin may answer with a shared header object (a cache entry): write only into our own.
-  if (headers === ctx.ownHeaders) for (const name in extra) headers[name] = extra[name]
-  else headers = { ...headers, ...extra }
-  if (response.body) headers['content-length'] = String(response.body.length)
-  writeHeadKeeping(res, response.status, headers, (names) => headersRefused(ctx, res, names))
+  dropUpstreamSetCookie(ctx, res, response.headers)
+  // A new list: the answer's header object may be shared (a cache entry) and is left as it is.
+  const head = headList(response.headers, ctx.responseHeaders)
+  if (response.body) setInList(head, 'content-length', String(response.body.length))
+  writeHeadKeeping(res, response.status, head, (names) => headersRefused(ctx, res, names))
+}
+
+/** Sets `name` in a head list: its value replaced where the list has it (exact name, as an object key), else appended. */
+function setInList(head: HeadList, name: string, value: string): void {
+  for (let i = 0; i < head.length; i += 2) {
+    if (head[i] === name) {
+      head[i + 1] = value
+      return
+    }
+  }
+  head.push(name, value)
 }
 
 /** Sends an answer that is fully in memory: early replies, handler answers, buffered upstream bodies, errors. */
