@@ -9,11 +9,14 @@ import type { Step } from './table.ts'
  * limit do) nothing is awaited and no promise is made: an async runner, and the caller's await of
  * it, cost a promise, an await and a microtask turn per phase per request. From the first step
  * that returns a promise on, the rest run in {@link continueSteps}. A step that throws throws here.
+ * The promise returned is the phase's end, awaited by the caller; it may be the last step's own.
  */
 export function runSteps(steps: Step[], ctx: Context): Promise<void> | undefined {
   for (let i = 0; i < steps.length; i++) {
     const result = steps[i](ctx)
-    if (result) return continueSteps(steps, i, result, ctx)
+    // The last step's promise is the phase's: nothing runs after it (the meter's commit in the
+    // response phase), so no async continuation, with its promise and await, is made around it.
+    if (result) return i === steps.length - 1 ? result : continueSteps(steps, i, result, ctx)
     if (ctx.answered) return undefined
   }
   return undefined
