@@ -38,7 +38,7 @@
 import { errors } from '../../proxy/errors.ts'
 import { toBalance } from '../credit-balance.ts'
 import type { CreditBalance, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
-import { withoutReserved, type DrawResult, type Lease, type LeasedHold, type Refusal, type TopUpResult } from './credit-lease-records.ts'
+import { drawOpText, drawTextOf, withoutReserved, type DrawResult, type Lease, type LeasedHold, type Refusal, type TopUpResult } from './credit-lease-records.ts'
 import { checkAmount, checkReservation, reservationExists, type SharedCreditLedger } from './credits.ts'
 import type { PgBatcher } from './pg.ts'
 import { backgroundFailed, backgroundSucceeded, type BackgroundLog } from '../../proxy/resilience.ts'
@@ -178,7 +178,7 @@ export class CreditLeases {
   /** Sends `hold`'s charge (a `draw` op in the next group commit); resolves once it is durable. */
   private draw(hold: LeasedHold): Promise<void> {
     const { id, lease, amount } = hold
-    return this.batch.enqueue<DrawResult>({ o: 'draw', i: id, l: lease.id, n: amount, t: hold.apiType }).then(
+    return this.batch.enqueueText<DrawResult>('draw', drawOpText(hold)).then(
       (outcome) => {
         this.unhold(lease, amount)
         if (outcome === 'expired') {
@@ -296,7 +296,8 @@ export class CreditLeases {
   }
 
   private open(key: string, projectId: string, period: string): Lease {
-    const lease: Lease = { key, id: `lease:${this.owner}:${++this.sequence}`, projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, unfolded: 0, active: true, closed: false }
+    const id = `lease:${this.owner}:${++this.sequence}`
+    const lease: Lease = { key, id, drawText: drawTextOf(id), projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, unfolded: 0, active: true, closed: false }
     this.leases.set(key, lease)
     return lease
   }

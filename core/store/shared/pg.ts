@@ -91,7 +91,10 @@ export function pgFailure(error: unknown): Error {
 export type ApplyOp = Record<string, string | number> & { o: string }
 
 interface Queued {
-  op: ApplyOp
+  /** The op's kind (`o`): which batches it may go in. */
+  kind: string
+  /** The op as JSON text, one element of the batch's array. */
+  text: string
   resolve(result: unknown): void
   reject(error: unknown): void
 }
@@ -131,10 +134,10 @@ export type CreditCommit = 'durable' | 'async'
 /** Ops a batch may commit asynchronously under `async`: the credit ledger's, not grants nor documents. */
 const CREDIT_OPS = new Set(['reserve', 'commit', 'release', 'refund', 'lease', 'draw', 'shrink'])
 
-/** The batch's ops as the JSON array `tollgate_apply` reads, without an intermediate array. */
+/** The batch's ops as the JSON array `tollgate_apply` reads: their texts joined, without an intermediate array. */
 function serialise(batch: Queued[]): string {
   let text = '['
-  for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + JSON.stringify(batch[i]!.op)
+  for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + batch[i]!.text
   return text + ']'
 }
 
@@ -201,9 +204,18 @@ export class PgBatcher {
 
   /** Queues `op`; resolves with its result once its batch has committed. */
   enqueue<T>(op: ApplyOp): Promise<T> {
+    return this.enqueueText<T>(op.o, JSON.stringify(op))
+  }
+
+  /**
+   * {@link enqueue} for an op its caller wrote as JSON text already (`text`, an object whose `o` is
+   * `kind`): the per-request draw, whose op object JSON.stringify walked key by key, every string
+   * escaped, for a text that is a fixed template around the request's id (gateway CPU, issue 26).
+   */
+  enqueueText<T>(kind: string, text: string): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ op, resolve: resolve as (result: unknown) => void, reject })
+      this.queue.push({ kind, text, resolve: resolve as (result: unknown) => void, reject })
       this.schedule()
     })
   }
@@ -245,7 +257,7 @@ export class PgBatcher {
   private flush(): void {
     while (this.queue.length > 0 && !this.alone && this.inFlight.size < this.batchesInFlight) {
       let count = 0
-      while (count < this.queue.length && count < MAX_BATCH_OPS && PARALLEL_OPS.has(this.queue[count]!.op.o)) count++
+      while (count < this.queue.length && count < MAX_BATCH_OPS && PARALLEL_OPS.has(this.queue[count]!.kind)) count++
       let alone = false
       if (count > 0 && count < SECOND_BATCH_MIN_OPS && this.inFlight.size > 0) return
       if (count === 0) {
@@ -294,7 +306,7 @@ export class PgBatcher {
     let results: unknown[]
     let client: pg.PoolClient | undefined
     try {
-      const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.op.o)) ? APPLY_ASYNC : APPLY
+      const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.kind)) ? APPLY_ASYNC : APPLY
       const values = [serialise(batch), this.owner]
       client = await this.checkOut()
       for (let retry = 0; ; retry++) {
