@@ -76,6 +76,22 @@ t.test('credit leases', async (t) => {
     t.equal((await a.balance('esc', '2026-11', 100)).used, 28, 'the balance counts all seven')
   })
 
+  t.test('store.quick answers from the lease at once, and holds nothing when it cannot', async (t) => {
+    const first = reservation('quick', { amount: 3 })
+    t.equal(a.quick.tryReserveCredits(first), undefined, 'no lease yet: left to reserveCredits')
+    t.ok((await a.reserveCredits(first)).ok, 'the same id is still free: nothing was held under it')
+    const second = reservation('quick', { amount: 2 })
+    t.equal(a.quick.tryReserveCredits(second), 95, 'from the lease: the credits left after it, synchronously')
+    t.throws(() => a.quick.tryReserveCredits(second), { code: 'reservation_exists' }, 'an id already held throws, as reserveCredits rejects')
+    t.equal(a.quick.tryReserveCredits(reservation('quick', { amount: 1000 })), undefined, 'more than the lease holds: left to reserveCredits')
+    await a.commitCredits(second.id)
+    a.quick.closeCredits(first.id)
+    a.quick.closeCredits(second.id)
+    await a.idle()
+    t.equal((await b.balance('quick', '2026-11', 100)).used, 2, 'the charge stands; the closed pending reservation was released')
+    t.equal((await a.balance('quick', '2026-11', 100)).used, 2, 'and this instance holds nothing more for either')
+  })
+
   t.test('an idle instance gives its leased credits back: the other spends all of them', async (t) => {
     const r = reservation('idle')
     t.ok((await a.reserveCredits(r)).ok)
