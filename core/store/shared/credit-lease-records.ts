@@ -3,6 +3,7 @@
  * `lease` and `draw` ops, and the ledger as a leasing store shows it.
  */
 import type { CreditLedger } from '../types.ts'
+import type { BatchOp } from './pg.ts'
 
 export interface Lease {
   readonly key: string
@@ -97,4 +98,50 @@ function apiTypeText(apiType: string): string {
     apiTypeTexts.set(apiType, text)
   }
   return text
+}
+
+/** What a {@link DrawOp} reports to (credit-leases.ts). */
+interface DrawSettler {
+  drawAnswered(hold: LeasedHold, amount: number, outcome: DrawResult): Error | undefined
+  drawFailed(hold: LeasedHold, amount: number): void
+}
+
+/**
+ * A lease's draw in the group commit (`PgBatcher.push`), settling its request's promise itself when
+ * the batch answers. Never throws into the batcher, whose loop settles the batch's other ops next.
+ */
+export class DrawOp implements BatchOp {
+  readonly kind = 'draw'
+  readonly text: string
+  /** Captured when sent: what the batch charges, whatever later happens to the hold. */
+  private readonly amount: number
+
+  constructor(
+    private readonly leases: DrawSettler,
+    private readonly hold: LeasedHold,
+    private readonly done: () => void,
+    private readonly failed: (error: unknown) => void,
+  ) {
+    this.text = drawOpText(hold)
+    this.amount = hold.amount
+  }
+
+  resolve(outcome: unknown): void {
+    let error: unknown
+    try {
+      error = this.leases.drawAnswered(this.hold, this.amount, outcome as DrawResult)
+    } catch (thrown) {
+      error = thrown
+    }
+    if (error === undefined) this.done()
+    else this.failed(error)
+  }
+
+  reject(error: unknown): void {
+    try {
+      this.leases.drawFailed(this.hold, this.amount)
+    } finally {
+      this.failed(error)
+    }
+  }
 }

@@ -90,14 +90,16 @@ export function pgFailure(error: unknown): Error {
 /** One write of a batch, as `tollgate_apply` reads it. */
 export type ApplyOp = Record<string, string | number> & { o: string }
 
-interface Queued {
+/** One op of a batch: its text, and how its caller hears the outcome (called once, after the batch's COMMIT or failure). */
+export interface BatchOp {
   /** The op's kind (`o`): which batches it may go in. */
-  kind: string
+  readonly kind: string
   /** The op as JSON text, one element of the batch's array. */
-  text: string
+  readonly text: string
   resolve(result: unknown): void
   reject(error: unknown): void
 }
+type Queued = BatchOp
 
 /** Batch and transaction counters since open. */
 export interface PgBatchStats {
@@ -214,10 +216,14 @@ export class PgBatcher {
    */
   enqueueText<T>(kind: string, text: string): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
-    return new Promise<T>((resolve, reject) => {
-      this.queue.push({ kind, text, resolve: resolve as (result: unknown) => void, reject })
-      this.schedule()
-    })
+    return new Promise<T>((resolve, reject) => this.push({ kind, text, resolve: resolve as (result: unknown) => void, reject }))
+  }
+
+  /** Queues an op that hears its outcome itself (no promise made here); refused at once once closed. */
+  push(op: BatchOp): void {
+    if (this.closed) return op.reject(new Error('the store is closed'))
+    this.queue.push(op)
+    this.schedule()
   }
 
   /** Resolves once everything queued before the call has been applied (or has failed). */
@@ -279,9 +285,8 @@ export class PgBatcher {
     }
   }
 
+  /** A fresh connection from the pool, held until an error (the kept ones are taken in {@link run} without a promise). */
   private async checkOut(): Promise<pg.PoolClient> {
-    const kept = this.clients.pop()
-    if (kept !== undefined) return kept
     const client = await this.pool.connect()
     // Held between batches, the client is not the pool's idle one: its connection errors (server
     // gone while no batch runs) are ours to catch, else they would be an unhandled 'error' event.
@@ -308,7 +313,8 @@ export class PgBatcher {
     try {
       const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.kind)) ? APPLY_ASYNC : APPLY
       const values = [serialise(batch), this.owner]
-      client = await this.checkOut()
+      // A kept connection without an await: an async checkout was a promise and a microtask per batch.
+      client = this.clients.pop() ?? (await this.checkOut())
       for (let retry = 0; ; retry++) {
         try {
           // Bind/Execute/Sync only, its one jsonb value parsed directly (apply-query.ts).
