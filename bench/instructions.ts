@@ -23,6 +23,12 @@
  * differing only by a few allocations in a 36 s window alone).
  * Compare revisions measured at the same time (bench:guard does) and read their own-JS rows.
  *
+ * `--idle S` (issue 26) also counts S idle seconds after each chain's window and subtracts that rate
+ * of background work (timers: on the shared engine the heartbeat, the reaper, the lease idle check
+ * and its fold, the usage flush; V8's background threads) times the counted window's length: the
+ * shared engine's timers cost ~0.5M instructions a second, so a window twice as long (a busier
+ * machine) counted several thousand more per request. Printed as "without background".
+ *
  * `--attribute` also starts node with `--perf-basic-prof --interpreted-frames-native-stack` and
  * prints the instructions per request of the top functions, JIT-compiled JavaScript named through
  * V8's /tmp/perf-PID.map (those flags add some instructions of their own: compare attributed runs
@@ -197,6 +203,8 @@ export interface InstructionRun {
   withoutCompiler: number
   /** {@link withoutCompiler} without V8's garbage collector too (see GC): what the request path itself ran. */
   withoutCompilerAndGc: number
+  /** {@link withoutCompilerAndGc} less the idle window's rate of the same times the counted window (`--idle`). */
+  withoutBackground?: number
   dump: string
   perfMap?: string
   /** Wall-clock length of the counted window. */
@@ -213,6 +221,8 @@ export interface RunOptions {
   requests: number
   connections: number
   attribute: boolean
+  /** Seconds of an idle window counted after each chain's (see the top of the file); 0: none. */
+  idleSeconds?: number
   /** The config's `store:` section in place of the embedded default (`--store durable|async`). */
   store?: string
 }
@@ -254,7 +264,8 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
   ])
   const runs: InstructionRun[] = []
   const origin = `http://127.0.0.1:${port}`
-  const dumps: { chain: 'empty' | 'typical'; dump: string; seconds: number }[] = []
+  const dumps: { chain: 'empty' | 'typical'; dump: string; seconds: number; idle?: string }[] = []
+  let dumped = 0
   try {
     const started = Date.now()
     await waitForHttp(`${origin}/bench`, proc, 200, 3_600_000)
@@ -267,22 +278,36 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
       const counting = Date.now()
       await sendRequests(origin, path, options.requests, options.connections)
       callgrindControl(proc.pid, '-d')
-      callgrindControl(proc.pid, '-i', 'off')
       const seconds = (Date.now() - counting) / 1000
+      const dump = `${outBase}.${proc.pid}.${++dumped}`
+      let idle: string | undefined
+      if (options.idleSeconds) {
+        // A dump zeroes the counters: the next one holds the idle window alone.
+        await new Promise((resolve) => setTimeout(resolve, options.idleSeconds! * 1000))
+        callgrindControl(proc.pid, '-d')
+        idle = `${outBase}.${proc.pid}.${++dumped}`
+      }
+      callgrindControl(proc.pid, '-i', 'off')
       console.error(`[instructions] ${label}, ${chain} chain: ${options.requests} requests counted in ${seconds.toFixed(0)} s`)
-      const dump = `${outBase}.${proc.pid}.${dumps.length + 1}`
-      if (!existsSync(dump)) throw new Error(`callgrind wrote no ${dump}`)
-      dumps.push({ chain, dump, seconds })
+      for (const file of [dump, idle]) if (file !== undefined && !existsSync(file)) throw new Error(`callgrind wrote no ${file}`)
+      dumps.push({ chain, dump, seconds, idle })
     }
   } finally {
     await stopProcess(proc, 60_000)
   }
   // Read once the gateway is stopped: callgrind_annotate takes a while on a dump with JIT code.
   const perfMap = options.attribute ? `/tmp/perf-${proc.pid}.map` : undefined
-  for (const { chain, dump, seconds } of dumps) {
+  for (const { chain, dump, seconds, idle } of dumps) {
     const { total, byName } = namedCosts(dump, perfMap)
     const compiler = byName.get(COMPILER_KEY) ?? 0
     const gc = gcInstructions(byName)
+    let withoutBackground: number | undefined
+    if (idle !== undefined) {
+      const quiet = namedCosts(idle, perfMap)
+      const perSecond = (quiet.total - (quiet.byName.get(COMPILER_KEY) ?? 0) - gcInstructions(quiet.byName)) / options.idleSeconds!
+      withoutBackground = (total - compiler - gc - perSecond * seconds) / options.requests
+      console.error(`[instructions] ${label}, ${chain} chain: background ${(perSecond / 1e6).toFixed(2)}M instructions/s idle (without compiler and GC)`)
+    }
     runs.push({
       label,
       chain,
@@ -291,6 +316,7 @@ export async function measureGateway(options: RunOptions): Promise<InstructionRu
       perRequest: total / options.requests,
       withoutCompiler: (total - compiler) / options.requests,
       withoutCompilerAndGc: (total - compiler - gc) / options.requests,
+      withoutBackground,
       dump,
       perfMap,
       seconds,
@@ -354,6 +380,7 @@ async function main(): Promise<void> {
       connections: { type: 'string', default: '10' },
       attribute: { type: 'boolean', default: false },
       top: { type: 'string', default: '30' },
+      idle: { type: 'string', default: '0' },
       keep: { type: 'boolean', default: false },
       store: { type: 'string', default: 'embedded' },
       postgres: { type: 'string', default: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' },
@@ -369,6 +396,7 @@ async function main(): Promise<void> {
   const warmup = bounded('warmup', values.warmup, 0, 100_000)
   const requests = bounded('requests', values.requests, 1, 100_000)
   const connections = bounded('connections', values.connections, 1, 500)
+  const idleSeconds = bounded('idle', values.idle, 0, 600)
   const top = bounded('top', values.top, 1, 500)
   pinSelf(LOAD_CORE)
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-instructions-'))
@@ -382,12 +410,13 @@ async function main(): Promise<void> {
       label = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', values.revision]).toString().trim()
     }
     const upstream = await startUpstream(dir)
-    const runs = await measureGateway({ label, root, dir, upstreamUrl: upstream.url, chains: [...chains], warmup, requests, connections, attribute: values.attribute, store })
+    const runs = await measureGateway({ label, root, dir, upstreamUrl: upstream.url, chains: [...chains], warmup, requests, connections, attribute: values.attribute, store, idleSeconds })
     const storeLabel = store === undefined ? 'embedded store' : `shared store, ${values.store} commit`
     console.log(`## Gateway instructions per request (callgrind), ${label}, ${storeLabel}: ${warmup} warm-up, ${requests} counted, ${connections} connections${values.attribute ? ', attributed (perf map flags on)' : ''}\n`)
-    console.log(`| chain | instructions/request | without the optimizing compiler | without the compiler and the GC |${values.attribute ? ' own JS (core/, plugins/) |' : ''} counted window, s |`)
-    console.log(`|---|---:|---:|---:|${values.attribute ? '---:|' : ''}---:|`)
-    for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} | ${run.withoutCompilerAndGc.toFixed(0)} |${values.attribute ? ` ${ownJavaScript(run).toFixed(0)} |` : ''} ${run.seconds.toFixed(0)} |`)
+    const idleColumn = idleSeconds > 0 ? ` without background (${idleSeconds} s idle) |` : ''
+    console.log(`| chain | instructions/request | without the optimizing compiler | without the compiler and the GC |${idleColumn}${values.attribute ? ' own JS (core/, plugins/) |' : ''} counted window, s |`)
+    console.log(`|---|---:|---:|---:|${idleSeconds > 0 ? '---:|' : ''}${values.attribute ? '---:|' : ''}---:|`)
+    for (const run of runs) console.log(`| ${run.chain} | ${run.perRequest.toFixed(0)} | ${run.withoutCompiler.toFixed(0)} | ${run.withoutCompilerAndGc.toFixed(0)} |${idleSeconds > 0 ? ` ${run.withoutBackground!.toFixed(0)} |` : ''}${values.attribute ? ` ${ownJavaScript(run).toFixed(0)} |` : ''} ${run.seconds.toFixed(0)} |`)
     if (values.attribute) for (const run of runs) console.log(`\n${topFunctions(run, top)}`)
     if (keep) console.log(`\ncallgrind files: ${runs.map((r) => r.dump).join(' ')}${values.attribute ? ` (perf maps: ${runs.map((r) => r.perfMap).join(' ')})` : ''}`)
   } finally {

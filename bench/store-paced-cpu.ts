@@ -5,7 +5,7 @@
  *
  * Request i starts at i / RATE s: reserve, rate-limit take, a wait standing for the upstream
  * (UPSTREAM_MS, a timer), commit, close, usage record, as the credit meter and rate limit plugins
- * call them. Rounds interleave the engines. Reports this process's CPU µs per request (user +
+ * call them (the synchronous forms first where the engine has them, as the plugins do). Rounds interleave the engines. Reports this process's CPU µs per request (user +
  * system; the other stores' timers run meanwhile and are counted too, a few per second) and, for
  * the shared engine, PostgreSQL round trips (group-commit batches) and Redis script calls per
  * request, which is what a paced load makes expensive: a request alone in its turn is a batch alone.
@@ -20,7 +20,14 @@ import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { openSqliteStore } from '../core/store/sqlite.ts'
 import { openSharedStore, type SharedStore } from '../core/store/shared/index.ts'
-import type { Store } from '../core/store/types.ts'
+// QuickStore is declared locally: a tree before Store.quick has no such type (the bench runs in either).
+import type { CreditReservation, RateDecision, Store, UsageEvent } from '../core/store/types.ts'
+interface QuickStore {
+  tryReserveCredits(reservation: CreditReservation): number | undefined
+  tryTakeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): RateDecision | undefined
+  closeCredits(reservationId: string): void
+  recordUsage(event: UsageEvent): void
+}
 import { backendsOf, serverCpu } from './lib/server-cpu.ts'
 import { median } from './lib/report.ts'
 
@@ -50,14 +57,29 @@ const keyPrefix = `tgpaced:${randomBytes(4).toString('hex')}:`
 const engines: Engine[] = []
 let sequence = 0
 
+/**
+ * One request's store calls as the plugins make them: the synchronous forms an engine offers
+ * (`Store.immediate` embedded, `Store.quick` shared, where the tree has them) before the promise forms.
+ */
 async function request(store: Store): Promise<void> {
   const id = `paced-${sequence++}`
-  await store.reserveCredits({ id, projectId: 'bench', period: '2026-11', allocation: 1e12, amount: 1, apiType: 'PRIVNET_RPC' })
-  await store.takeToken('bench:key', 1e9, 1e9)
+  const reservation = { id, projectId: 'bench', period: '2026-11', allocation: 1e12, amount: 1, apiType: 'PRIVNET_RPC' }
+  const { immediate, quick } = store as Store & { quick?: QuickStore }
+  if (immediate !== undefined) immediate.reserveCredits(reservation)
+  else if (quick?.tryReserveCredits(reservation) === undefined) await store.reserveCredits(reservation)
+  if (immediate !== undefined) immediate.takeToken('bench:key', 1e9, 1e9)
+  else if (quick?.tryTakeToken('bench:key', 1e9, 1e9) === undefined) await store.takeToken('bench:key', 1e9, 1e9)
   await new Promise((resolve) => setTimeout(resolve, UPSTREAM_MS))
   await store.commitCredits(id)
+  const usage = { projectId: 'bench', apiType: 'PRIVNET_RPC', at: Date.now(), requests: 1, credits: 1, errors: 0 }
+  const now = immediate ?? quick
+  if (now !== undefined) {
+    now.closeCredits(id)
+    now.recordUsage(usage)
+    return
+  }
   store.closeCredits(id).catch(() => {})
-  await store.recordUsage({ projectId: 'bench', apiType: 'PRIVNET_RPC', at: Date.now(), requests: 1, credits: 1, errors: 0 })
+  await store.recordUsage(usage)
 }
 
 /** `count` requests, request i started at i / RATE s after the first; resolves when all have ended. */

@@ -208,6 +208,29 @@ export interface ImmediateStore {
   recordUsage(event: UsageEvent): void
 }
 
+/**
+ * What an engine that asks a server (the shared one) can often answer from this process's memory,
+ * synchronously: a reservation its credit lease covers, a rate decision its leased tokens cover, and
+ * the two per-request calls nobody waits for. `undefined` from a `try` method: nothing was taken or
+ * held, ask the promise form on {@link Store}. A plugin on the per-request path calls these when the
+ * store has them, as it calls {@link ImmediateStore}: each promise form costs a promise, an await and
+ * a microtask turn per call for an answer that was ready (gateway CPU per request, issue 26).
+ */
+export interface QuickStore {
+  /**
+   * {@link Store.reserveCredits} when memory decides it: accepted, the credits left after this
+   * reservation. Throws where reserveCredits rejects at once (bad input, an id already held). The
+   * engine keeps nothing of the object it is given.
+   */
+  tryReserveCredits(reservation: CreditReservation): number | undefined
+  /** {@link Store.takeToken} when tokens held in memory decide it (always allowed then). */
+  tryTakeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): RateDecision | undefined
+  /** {@link Store.closeCredits} for a caller that waits for nothing: its last write's outcome went to whoever asked for that write. */
+  closeCredits(reservationId: string): void
+  /** {@link Store.recordUsage}, buffered; throws where that rejects. */
+  recordUsage(event: UsageEvent): void
+}
+
 export interface Store {
   readonly engine: string
   /**
@@ -215,6 +238,8 @@ export interface Store {
    * engines that ask a server or another process (shared, a cluster worker's proxy to the primary).
    */
   readonly immediate?: ImmediateStore
+  /** Present on engines that can answer some calls from memory without being {@link immediate} (shared). */
+  readonly quick?: QuickStore
 
   /** Whether the store can serve requests now; a shared engine asks its servers (bounded by a short timeout). */
   health(): Promise<StoreHealth>

@@ -209,6 +209,9 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
   // The embedded engine answers reservations and usage at once: then reserving and booking cost no
   // promise and no microtask turn (the commit still waits for its group commit on disk).
   const immediate = init.store.immediate
+  // A shared engine answers from its credit lease most of the time: then no promise either. Both buffer usage.
+  const quick = init.store.quick
+  const usageNow = immediate ?? quick
   const actualHeader = priced ? config.actual?.header : undefined
   const keep = (ctx: RequestContext, metered: MeteredRequest): void => {
     METER.set(ctx, new MeterState(metered, ctx, actualHeader))
@@ -233,6 +236,13 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
       return
     }
     const id = ctx.id + idSuffix + (++sequence).toString(36)
+    if (quick !== undefined) {
+      const metered = ledger.tryReserveNow(quick, id, ctx.project, apiType, amount)
+      if (metered !== undefined) {
+        keep(ctx, metered)
+        return
+      }
+    }
     return ledger.reserve(id, ctx.project, apiType, amount).then((metered) => keep(ctx, metered))
   }
 
@@ -276,12 +286,12 @@ function createMeter(config: CreditMeterConfig, init: PluginInit) {
       status,
       latencyMs: performance.now() - ctx.startedAt,
     }
-    if (immediate === undefined) {
+    if (usageNow === undefined) {
       init.store.recordUsage(event).catch(usageFailed)
       return
     }
     try {
-      immediate.recordUsage(event)
+      usageNow.recordUsage(event)
     } catch (error) {
       usageFailed(error)
     }

@@ -11,7 +11,7 @@
 import { GatewayError } from '../../core/proxy/plugin-api.ts'
 import type { Project } from '../../core/proxy/plugin-api.ts'
 import { currentSchedulePeriod } from '../../core/proxy/plugin-api.ts'
-import type { CreditBalance, CreditReservation, ImmediateStore, Store } from '../../core/store/types.ts'
+import type { CreditBalance, CreditReservation, ImmediateStore, QuickStore, Store } from '../../core/store/types.ts'
 
 const SETTLED = Promise.resolve()
 
@@ -78,6 +78,20 @@ export class CreditLedger {
     return accepted(record, { ok: false, balance: answer })
   }
 
+  /**
+   * {@link reserve} when the store decides it from memory (`Store.quick`: a shared engine's credit
+   * lease covers it): the accepted record, with no promise and no microtask; undefined when the
+   * store must ask its server (nothing was held: call {@link reserve}). The store keeps nothing of
+   * the record it is given.
+   */
+  tryReserveNow(quick: QuickStore, id: string, project: Project, apiType: string, amount: number): MeteredRequest | undefined {
+    const record = this.record(id, project, apiType, amount)
+    const left = quick.tryReserveCredits(record)
+    if (left === undefined) return undefined
+    record.remainingAfterReserve = left
+    return record
+  }
+
   private record(id: string, project: Project, apiType: string, amount: number): MeteredRequest {
     const period = this.currentPeriod(project)
     return { id, projectId: project.id, period, allocation: project.credits.allocation, apiType, amount, state: 'pending', refunded: 0, remainingAfterReserve: 0 }
@@ -134,7 +148,7 @@ export class CreditLedger {
 
   /** The request is over: the store forgets the reservation (a pending one is released). */
   close(metered: MeteredRequest): void {
-    const immediate = this.store.immediate
+    const immediate = this.store.immediate ?? this.store.quick
     if (immediate !== undefined) return immediate.closeCredits(metered.id)
     // What it resolves with is the last write's outcome, already reported where that was awaited.
     this.store.closeCredits(metered.id).catch(() => {})

@@ -127,9 +127,15 @@ const rateLimit: PluginDefinition<RateLimitConfig> = {
     }
     // The embedded engine decides in process: then no promise and no await per request.
     const immediate = init.store.immediate
+    // A shared engine decides from tokens it leased most of the time: then no promise either.
+    const quick = init.store.quick
     return {
       request(ctx) {
         if (immediate !== undefined) return apply(ctx, immediate.takeToken(bucketOf(ctx), config.capacity, config.refillPerSecond))
+        if (quick !== undefined) {
+          const decision = quick.tryTakeToken(bucketOf(ctx), config.capacity, config.refillPerSecond)
+          if (decision !== undefined) return apply(ctx, decision)
+        }
         return decideRemotely(ctx)
       },
     }

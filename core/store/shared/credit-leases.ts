@@ -38,7 +38,7 @@
 import { errors } from '../../proxy/errors.ts'
 import { toBalance } from '../credit-balance.ts'
 import type { CreditBalance, CreditLedger, CreditLedgerEntry, CreditReservation } from '../types.ts'
-import { withoutReserved, type DrawResult, type Lease, type LeasedHold, type Refusal, type TopUpResult } from './credit-lease-records.ts'
+import { DrawOp, drawTextOf, withoutReserved, type DrawResult, type Lease, type LeasedHold, type Refusal, type TopUpResult } from './credit-lease-records.ts'
 import { checkAmount, checkReservation, reservationExists, type SharedCreditLedger } from './credits.ts'
 import type { PgBatcher } from './pg.ts'
 import { backgroundFailed, backgroundSucceeded, type BackgroundLog } from '../../proxy/resilience.ts'
@@ -175,29 +175,34 @@ export class CreditLeases {
     return (hold.written = this.draw(hold))
   }
 
-  /** Sends `hold`'s charge (a `draw` op in the next group commit); resolves once it is durable. */
+  /**
+   * Sends `hold`'s charge (a `draw` op in the next group commit); resolves once it is durable. The op
+   * settles it itself ({@link DrawOp}): a `.then` was a promise, two closures and a microtask more.
+   */
   private draw(hold: LeasedHold): Promise<void> {
-    const { id, lease, amount } = hold
-    return this.batch.enqueue<DrawResult>({ o: 'draw', i: id, l: lease.id, n: amount, t: hold.apiType }).then(
-      (outcome) => {
-        this.unhold(lease, amount)
-        if (outcome === 'expired') {
-          // Charged early, the hold stays as its request left it: commit answers this error.
-          if (hold.drawn === undefined) hold.state = 'released'
-          this.retire(lease)
-          throw errors.storeUnavailable(`credit reservation ${id} expired while the store was unreachable; the request is not charged`)
-        }
-        lease.drawnSinceSeen += amount
-        lease.unfolded++
-        if (outcome === true) this.giveBack(lease)
-      },
-      (error: unknown) => {
-        // Outcome unknown: the caller releases (re-sent until confirmed); the lease's count is unknown too.
-        this.unhold(lease, amount)
-        this.retire(lease)
-        throw error
-      },
-    )
+    return new Promise<void>((resolve, reject) => this.batch.push(new DrawOp(this, hold, resolve, reject)))
+  }
+
+  /** @internal {@link DrawOp}: its batch answered `outcome`; the error its request fails with, if any. */
+  drawAnswered(hold: LeasedHold, amount: number, outcome: DrawResult): Error | undefined {
+    const lease = hold.lease
+    this.unhold(lease, amount)
+    if (outcome === 'expired') {
+      // Charged early, the hold stays as its request left it: commit answers this error.
+      if (hold.drawn === undefined) hold.state = 'released'
+      this.retire(lease)
+      return errors.storeUnavailable(`credit reservation ${hold.id} expired while the store was unreachable; the request is not charged`)
+    }
+    lease.drawnSinceSeen += amount
+    lease.unfolded++
+    if (outcome === true) this.giveBack(lease)
+    return undefined
+  }
+
+  /** @internal {@link DrawOp}: its batch failed, outcome unknown: the caller releases (re-sent until confirmed); the lease's count is unknown too. */
+  drawFailed(hold: LeasedHold, amount: number): void {
+    this.unhold(hold.lease, amount)
+    this.retire(hold.lease)
   }
 
   release(id: string): Promise<void> {
@@ -296,7 +301,8 @@ export class CreditLeases {
   }
 
   private open(key: string, projectId: string, period: string): Lease {
-    const lease: Lease = { key, id: `lease:${this.owner}:${++this.sequence}`, projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, unfolded: 0, active: true, closed: false }
+    const id = `lease:${this.owner}:${++this.sequence}`
+    const lease: Lease = { key, id, drawText: drawTextOf(id), projectId, period, free: 0, held: 0, seenUsed: 0, seenGranted: 0, drawnSinceSeen: 0, unfolded: 0, active: true, closed: false }
     this.leases.set(key, lease)
     return lease
   }

@@ -21,6 +21,7 @@ import type {
   CreditReservation,
   DocumentCollection,
   Granularity,
+  QuickStore,
   RateDecision,
   Store,
   StoreHealth,
@@ -37,6 +38,7 @@ import type { MigrationSet } from './migrations.ts'
 import { runMigrations } from './migrations.ts'
 import { openPgPool, pgFailure, PgBatcher, type PgBatchStats } from './pg.ts'
 import { RedisBuckets } from './redis-buckets.ts'
+import { sharedQuickStore } from './quick-store.ts'
 import { SharedUsageLog } from './usage.ts'
 import { PostgresSettings } from '../settings/postgres.ts'
 import { PostgresAccounts } from '../accounts/postgres.ts'
@@ -75,6 +77,8 @@ export class SharedStore implements Store {
   readonly settings: PostgresSettings
   /** Users and admin sessions, shared by every instance. */
   readonly accounts: PostgresAccounts
+  /** The per-request calls answered from memory when leases cover them (quick-store.ts). */
+  readonly quick: QuickStore
   private readonly batch: PgBatcher
   private readonly ledger: SharedCreditLedger
   /** The credit operations: leases in front of the ledger, or the ledger itself when leases are off. */
@@ -115,6 +119,7 @@ export class SharedStore implements Store {
     this.credits = this.leases ?? this.ledger
     this.usage = new SharedUsageLog(this.pool)
     this.buckets = new RedisBuckets({ url: options.redis, keyPrefix: options.keyPrefix ?? 'tollgate:', onError: (error) => backgroundFailed('redis-connection', error, this.backgroundLog), callTimeoutMs: options.redisTimeoutMs, leaseTokens: options.rateLeaseTokens })
+    this.quick = sharedQuickStore(this.leases, this.credits, this.buckets, this.usage)
     this.accounts = new PostgresAccounts(this.pool, this.clock)
     this.settings = new PostgresSettings({
       pool: this.pool,

@@ -90,11 +90,16 @@ export function pgFailure(error: unknown): Error {
 /** One write of a batch, as `tollgate_apply` reads it. */
 export type ApplyOp = Record<string, string | number> & { o: string }
 
-interface Queued {
-  op: ApplyOp
+/** One op of a batch: its text, and how its caller hears the outcome (called once, after the batch's COMMIT or failure). */
+export interface BatchOp {
+  /** The op's kind (`o`): which batches it may go in. */
+  readonly kind: string
+  /** The op as JSON text, one element of the batch's array. */
+  readonly text: string
   resolve(result: unknown): void
   reject(error: unknown): void
 }
+type Queued = BatchOp
 
 /** Batch and transaction counters since open. */
 export interface PgBatchStats {
@@ -131,10 +136,10 @@ export type CreditCommit = 'durable' | 'async'
 /** Ops a batch may commit asynchronously under `async`: the credit ledger's, not grants nor documents. */
 const CREDIT_OPS = new Set(['reserve', 'commit', 'release', 'refund', 'lease', 'draw', 'shrink'])
 
-/** The batch's ops as the JSON array `tollgate_apply` reads, without an intermediate array. */
+/** The batch's ops as the JSON array `tollgate_apply` reads: their texts joined, without an intermediate array. */
 function serialise(batch: Queued[]): string {
   let text = '['
-  for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + JSON.stringify(batch[i]!.op)
+  for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + batch[i]!.text
   return text + ']'
 }
 
@@ -201,11 +206,24 @@ export class PgBatcher {
 
   /** Queues `op`; resolves with its result once its batch has committed. */
   enqueue<T>(op: ApplyOp): Promise<T> {
+    return this.enqueueText<T>(op.o, JSON.stringify(op))
+  }
+
+  /**
+   * {@link enqueue} for an op its caller wrote as JSON text already (`text`, an object whose `o` is
+   * `kind`): the per-request draw, whose op object JSON.stringify walked key by key, every string
+   * escaped, for a text that is a fixed template around the request's id (gateway CPU, issue 26).
+   */
+  enqueueText<T>(kind: string, text: string): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
-    return new Promise<T>((resolve, reject) => {
-      this.queue.push({ op, resolve: resolve as (result: unknown) => void, reject })
-      this.schedule()
-    })
+    return new Promise<T>((resolve, reject) => this.push({ kind, text, resolve: resolve as (result: unknown) => void, reject }))
+  }
+
+  /** Queues an op that hears its outcome itself (no promise made here); refused at once once closed. */
+  push(op: BatchOp): void {
+    if (this.closed) return op.reject(new Error('the store is closed'))
+    this.queue.push(op)
+    this.schedule()
   }
 
   /** Resolves once everything queued before the call has been applied (or has failed). */
@@ -245,7 +263,7 @@ export class PgBatcher {
   private flush(): void {
     while (this.queue.length > 0 && !this.alone && this.inFlight.size < this.batchesInFlight) {
       let count = 0
-      while (count < this.queue.length && count < MAX_BATCH_OPS && PARALLEL_OPS.has(this.queue[count]!.op.o)) count++
+      while (count < this.queue.length && count < MAX_BATCH_OPS && PARALLEL_OPS.has(this.queue[count]!.kind)) count++
       let alone = false
       if (count > 0 && count < SECOND_BATCH_MIN_OPS && this.inFlight.size > 0) return
       if (count === 0) {
@@ -267,9 +285,8 @@ export class PgBatcher {
     }
   }
 
+  /** A fresh connection from the pool, held until an error (the kept ones are taken in {@link run} without a promise). */
   private async checkOut(): Promise<pg.PoolClient> {
-    const kept = this.clients.pop()
-    if (kept !== undefined) return kept
     const client = await this.pool.connect()
     // Held between batches, the client is not the pool's idle one: its connection errors (server
     // gone while no batch runs) are ours to catch, else they would be an unhandled 'error' event.
@@ -294,9 +311,10 @@ export class PgBatcher {
     let results: unknown[]
     let client: pg.PoolClient | undefined
     try {
-      const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.op.o)) ? APPLY_ASYNC : APPLY
+      const statement = this.creditCommit === 'async' && batch.every((queued) => CREDIT_OPS.has(queued.kind)) ? APPLY_ASYNC : APPLY
       const values = [serialise(batch), this.owner]
-      client = await this.checkOut()
+      // A kept connection without an await: an async checkout was a promise and a microtask per batch.
+      client = this.clients.pop() ?? (await this.checkOut())
       for (let retry = 0; ; retry++) {
         try {
           // Bind/Execute/Sync only, its one jsonb value parsed directly (apply-query.ts).

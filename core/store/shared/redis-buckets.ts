@@ -203,22 +203,32 @@ export class RedisBuckets {
     if (!(capacity > 0) || !Number.isFinite(capacity)) return Promise.reject(new RangeError(`capacity must be a positive number, got ${capacity}`))
     if (!(refillPerSecond > 0) || !Number.isFinite(refillPerSecond)) return Promise.reject(new RangeError(`refillPerSecond must be a positive number, got ${refillPerSecond}`))
     if (!(cost >= 0) || !Number.isFinite(cost)) return Promise.reject(new RangeError(`cost must be a non-negative number, got ${cost}`))
-    // Looked up by the caller's key, not the prefixed one: the rate-limit plugin passes the same
-    // string object for a project on every request, whose hash V8 keeps, where a prefixed copy
-    // would be built, flattened and hashed per decision (gateway CPU per request, issue 26).
-    const lease = this.leases.get(key)
-    if (lease !== undefined && lease.tokens >= cost && lease.capacity === capacity && lease.refillPerSecond === refillPerSecond) {
-      if (Date.now() < lease.expiresAt) {
-        lease.tokens -= cost
-        this.counters.leased++
-        return Promise.resolve(decision(true, lease.redisTokens + lease.tokens, capacity, refillPerSecond, cost))
-      }
-      lease.tokens = 0
-    }
+    const leased = this.takeLeased(key, capacity, refillPerSecond, cost)
+    if (leased !== undefined) return Promise.resolve(leased)
     return new Promise<RateDecision>((resolve, reject) => {
       this.queue.push({ key, capacity, refillPerSecond, cost, extra: 0, resolve, reject })
       this.schedule()
     })
+  }
+
+  /**
+   * The decision when this instance's leased tokens of the bucket cover it (allowed), else undefined
+   * (nothing taken; {@link take} asks Redis). Synchronous: the store's `quick.tryTakeToken`.
+   */
+  takeLeased(key: string, capacity: number, refillPerSecond: number, cost = 1): RateDecision | undefined {
+    // Looked up by the caller's key, not the prefixed one: the rate-limit plugin passes the same
+    // string object for a project on every request, whose hash V8 keeps, where a prefixed copy
+    // would be built, flattened and hashed per decision (gateway CPU per request, issue 26).
+    const lease = this.leases.get(key)
+    // A bad capacity, refill or cost never matches a lease (take() refuses those before leasing).
+    if (lease === undefined || !(lease.tokens >= cost && cost >= 0) || lease.capacity !== capacity || lease.refillPerSecond !== refillPerSecond) return undefined
+    if (Date.now() >= lease.expiresAt) {
+      lease.tokens = 0
+      return undefined
+    }
+    lease.tokens -= cost
+    this.counters.leased++
+    return decision(true, lease.redisTokens + lease.tokens, capacity, refillPerSecond, cost)
   }
 
   /**

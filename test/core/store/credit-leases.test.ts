@@ -64,6 +64,34 @@ t.test('credit leases', async (t) => {
     await a.releaseCredits(first.id)
   })
 
+  t.test('draws are written as text: ids and API types that JSON must escape reach the ledger as given', async (t) => {
+    // The draw op is a text template (credit-lease-records.ts drawOpText), not JSON.stringify of an
+    // object: each of these would break the batch, or land under another id, if it were not escaped.
+    const ids = ['quote"d', 'back\\slash', 'line\nbreak\ttab', 'u2028\u2028x', 'emoji-\u{1F600}', 'ctl-\u0001-\u001f', '{"o":"draw"}']
+    const held = ids.map((id, i) => reservation('esc', { id, apiType: i % 2 === 0 ? 'PRIVNET_RPC' : 'type "b"\\', amount: i + 1 }))
+    for (const r of held) t.ok((await a.reserveCredits(r)).ok)
+    await Promise.all(held.map((r) => a.commitCredits(r.id)))
+    const rows = await sql<{ id: string; api_type: string; charged: number }>(schema, `SELECT id, api_type, charged::int FROM credit_holds WHERE project_id = 'esc' AND state = 'committed' ORDER BY charged`)
+    t.same(rows.map((row) => [row.id, row.api_type, row.charged]), held.map((r) => [r.id, r.apiType, r.amount]), 'each charge under its own id, API type and amount')
+    t.equal((await a.balance('esc', '2026-11', 100)).used, 28, 'the balance counts all seven')
+  })
+
+  t.test('store.quick answers from the lease at once, and holds nothing when it cannot', async (t) => {
+    const first = reservation('quick', { amount: 3 })
+    t.equal(a.quick.tryReserveCredits(first), undefined, 'no lease yet: left to reserveCredits')
+    t.ok((await a.reserveCredits(first)).ok, 'the same id is still free: nothing was held under it')
+    const second = reservation('quick', { amount: 2 })
+    t.equal(a.quick.tryReserveCredits(second), 95, 'from the lease: the credits left after it, synchronously')
+    t.throws(() => a.quick.tryReserveCredits(second), { code: 'reservation_exists' }, 'an id already held throws, as reserveCredits rejects')
+    t.equal(a.quick.tryReserveCredits(reservation('quick', { amount: 1000 })), undefined, 'more than the lease holds: left to reserveCredits')
+    await a.commitCredits(second.id)
+    a.quick.closeCredits(first.id)
+    a.quick.closeCredits(second.id)
+    await a.idle()
+    t.equal((await b.balance('quick', '2026-11', 100)).used, 2, 'the charge stands; the closed pending reservation was released')
+    t.equal((await a.balance('quick', '2026-11', 100)).used, 2, 'and this instance holds nothing more for either')
+  })
+
   t.test('an idle instance gives its leased credits back: the other spends all of them', async (t) => {
     const r = reservation('idle')
     t.ok((await a.reserveCredits(r)).ok)

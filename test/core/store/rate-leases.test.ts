@@ -32,6 +32,21 @@ t.test('rate-limit token leases', async (t) => {
     t.ok(decision.remaining > 99_000 && decision.remaining < 100_000, `remaining is the bucket's, leased tokens counted as left (${decision.remaining})`)
   })
 
+  t.test('store.quick decides from leased tokens at once, and takes nothing when it cannot', async (t) => {
+    const key = `quick-${randomBytes(3).toString('hex')}`
+    t.equal(a.quick.tryTakeToken(key, 100_000, 100_000), undefined, 'no lease yet: left to takeToken')
+    await a.takeToken(key, 100_000, 100_000)
+    await a.takeToken(key, 100_000, 100_000) // takes the lease
+    const before = a.rateStats()
+    const decision = a.quick.tryTakeToken(key, 100_000, 100_000)
+    t.ok(decision?.allowed && decision.remaining > 99_000, `allowed from the lease, synchronously (remaining ${decision?.remaining})`)
+    t.equal(a.quick.tryTakeToken(key, 100_000, 100_000, 1_000), undefined, 'a cost past the leased tokens: left to takeToken')
+    t.equal(a.quick.tryTakeToken(key, 50_000, 100_000), undefined, 'another capacity: left to takeToken')
+    t.equal(a.quick.tryTakeToken(key, 100_000, 100_000, Number.NaN), undefined, 'a bad cost: left to takeToken, which refuses it')
+    const after = a.rateStats()
+    t.same([after.calls - before.calls, after.leased - before.leased], [0, 1], 'no call; one decision from leased tokens')
+  })
+
   t.test('leased tokens expire: after 250 ms the next decision asks Redis again', async (t) => {
     const key = `expiring-${randomBytes(3).toString('hex')}`
     await a.takeToken(key, 100_000, 100_000)
