@@ -111,7 +111,7 @@ export function toProjects(config: GatewayConfig): Project[] {
 export function compileRewrite(template: string): (params: Readonly<Record<string, string>>) => string {
   const parts = template.split('/')
   if (!parts.some((part) => part.startsWith(':') || part.startsWith('*'))) {
-    const fixed = parts.join('/') || '/'
+    const fixed = template || '/'
     return () => fixed
   }
   const steps = parts.map((part): ((p: Readonly<Record<string, string>>) => string) => {

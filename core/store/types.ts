@@ -195,7 +195,7 @@ export interface StoreHealth {
  * plugin on the per-request path calls them when the store has them: each promise form costs a
  * promise, an await and a microtask turn per call, for an answer that was ready at once.
  */
-export interface ImmediateStore {
+export interface ImmediateStore extends UnawaitedStore {
   /**
    * {@link Store.reserveCredits} without its wrapper: accepted, the credits left after this
    * reservation (a number); refused, the period's balance (nothing held). No per-request objects
@@ -203,8 +203,13 @@ export interface ImmediateStore {
    */
   reserveCredits(reservation: CreditReservation): number | CreditBalance
   takeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): RateDecision
-  /** Resolves nothing the caller waits for: the last write's promise went to whoever asked for that write. */
+}
+
+/** The two per-request calls nobody waits for, answered synchronously by {@link ImmediateStore} and {@link QuickStore}. */
+export interface UnawaitedStore {
+  /** {@link Store.closeCredits}; resolves nothing the caller waits for: the last write's outcome went to whoever asked for that write. */
   closeCredits(reservationId: string): void
+  /** {@link Store.recordUsage}, buffered; throws where that rejects. */
   recordUsage(event: UsageEvent): void
 }
 
@@ -216,7 +221,7 @@ export interface ImmediateStore {
  * store has them, as it calls {@link ImmediateStore}: each promise form costs a promise, an await and
  * a microtask turn per call for an answer that was ready (gateway CPU per request, issue 26).
  */
-export interface QuickStore {
+export interface QuickStore extends UnawaitedStore {
   /**
    * {@link Store.reserveCredits} when memory decides it: accepted, the credits left after this
    * reservation. Throws where reserveCredits rejects at once (bad input, an id already held). The
@@ -225,10 +230,6 @@ export interface QuickStore {
   tryReserveCredits(reservation: CreditReservation): number | undefined
   /** {@link Store.takeToken} when tokens held in memory decide it (always allowed then). */
   tryTakeToken(key: string, capacity: number, refillPerSecond: number, cost?: number): RateDecision | undefined
-  /** {@link Store.closeCredits} for a caller that waits for nothing: its last write's outcome went to whoever asked for that write. */
-  closeCredits(reservationId: string): void
-  /** {@link Store.recordUsage}, buffered; throws where that rejects. */
-  recordUsage(event: UsageEvent): void
 }
 
 export interface Store {

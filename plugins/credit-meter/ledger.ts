@@ -148,8 +148,8 @@ export class CreditLedger {
 
   /** The request is over: the store forgets the reservation (a pending one is released). */
   close(metered: MeteredRequest): void {
-    const immediate = this.store.immediate ?? this.store.quick
-    if (immediate !== undefined) return immediate.closeCredits(metered.id)
+    const unawaited = this.store.immediate ?? this.store.quick
+    if (unawaited !== undefined) return unawaited.closeCredits(metered.id)
     // What it resolves with is the last write's outcome, already reported where that was awaited.
     this.store.closeCredits(metered.id).catch(() => {})
   }

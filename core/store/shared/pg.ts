@@ -99,7 +99,6 @@ export interface BatchOp {
   resolve(result: unknown): void
   reject(error: unknown): void
 }
-type Queued = BatchOp
 
 /** Batch and transaction counters since open. */
 export interface PgBatchStats {
@@ -137,7 +136,7 @@ export type CreditCommit = 'durable' | 'async'
 const CREDIT_OPS = new Set(['reserve', 'commit', 'release', 'refund', 'lease', 'draw', 'shrink'])
 
 /** The batch's ops as the JSON array `tollgate_apply` reads: their texts joined, without an intermediate array. */
-function serialise(batch: Queued[]): string {
+function serialise(batch: BatchOp[]): string {
   let text = '['
   for (let i = 0; i < batch.length; i++) text += (i === 0 ? '' : ',') + batch[i]!.text
   return text + ']'
@@ -175,7 +174,7 @@ export const SECOND_BATCH_MIN_OPS = 8
 
 /** Group commit over `tollgate_apply` (see the top of this file). */
 export class PgBatcher {
-  private queue: Queued[] = []
+  private queue: BatchOp[] = []
   private scheduled = false
   /** Batches in flight; a batch that is not all lease ops runs alone (`alone`). */
   private readonly inFlight = new Set<Promise<void>>()
@@ -307,7 +306,7 @@ export class PgBatcher {
     client.release(error)
   }
 
-  private async run(batch: Queued[]): Promise<void> {
+  private async run(batch: BatchOp[]): Promise<void> {
     let results: unknown[]
     let client: pg.PoolClient | undefined
     try {
