@@ -24,8 +24,11 @@ export const MAX_BATCH_OPS = 1000
 
 interface QueuedOp {
   run: () => unknown
-  /** The operation is one SQL statement: alone in its batch, it runs as its own (auto-commit) transaction. */
-  singleStatement: boolean
+  /**
+   * The operation is one SQL statement (or says so when asked, just before it runs alone): alone in
+   * its batch, it runs as its own (auto-commit) transaction.
+   */
+  singleStatement: boolean | (() => boolean)
   resolve: (value: unknown) => void
   reject: (error: unknown) => void
 }
@@ -71,9 +74,11 @@ export class WriteBatcher {
    * Queues `run` (synchronous SQLite work, no transaction of its own) for the next batch. The promise
    * settles with its result, or rejects with what it threw, once the batch has committed.
    * `singleStatement`: `run` executes exactly one SQL statement, so when it is alone in its batch it
-   * skips BEGIN/COMMIT (the statement commits itself, with the same durability).
+   * skips BEGIN/COMMIT (the statement commits itself, with the same durability). A function is asked
+   * at that moment, right before `run`, whether `run` will execute at most one statement (an operation
+   * whose statements depend on what was added to it until it runs).
    */
-  enqueue<T>(run: () => T, singleStatement = false): Promise<T> {
+  enqueue<T>(run: () => T, singleStatement: boolean | (() => boolean) = false): Promise<T> {
     if (this.closed) return Promise.reject(new Error('the store is closed'))
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ run, singleStatement, resolve: resolve as (value: unknown) => void, reject })
@@ -150,7 +155,7 @@ export class WriteBatcher {
   /** Runs `ops` in one transaction; returns the failure (in `cause`) or undefined when committed. */
   private attempt(ops: readonly QueuedOp[], results: unknown[]): { cause: unknown } | undefined {
     try {
-      if (ops.length === 1 && ops[0]!.singleStatement) results.push(ops[0]!.run())
+      if (ops.length === 1 && isSingle(ops[0]!.singleStatement)) results.push(ops[0]!.run())
       else this.runInTransaction(ops, results)
       this.counters.transactions++
       return undefined
@@ -163,4 +168,9 @@ export class WriteBatcher {
     this.counters.operations += ops.length
     for (let i = 0; i < ops.length; i++) ops[i]!.resolve(results[i])
   }
+}
+
+/** Whether an operation runs one statement: its flag, or its answer when it decides at run time. */
+function isSingle(single: boolean | (() => boolean)): boolean {
+  return single === true || (single !== false && single())
 }

@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS credit_carries (
 CREATE INDEX IF NOT EXISTS credit_carries_from ON credit_carries (project_id, from_period);
 CREATE INDEX IF NOT EXISTS credit_carries_to ON credit_carries (project_id, to_period);
 -- Committed charges per (period, API type, UTC hour of the reservation): the ledger's charge lines.
--- Moved in the same write step as credit_balances.used, so their sum equals it.
+-- Moving a line moves credit_balances.used by the same delta (TEMP triggers, below), so their sum equals it.
 CREATE TABLE IF NOT EXISTS credit_charges (
   project_id TEXT NOT NULL,
   period TEXT NOT NULL,
@@ -83,6 +83,22 @@ WHEN NEW.state = 'committed' AND NEW.charged > 0
 BEGIN
   INSERT INTO credit_balances (project_id, period, used) VALUES (NEW.project_id, NEW.period, NEW.charged)
   ON CONFLICT (project_id, period) DO UPDATE SET used = used + excluded.used;
+END;
+`
+
+/** The triggers by which a charge line's amount moves its period's `used` (see the CreditDisk constructor). */
+const CHARGE_MOVES_USED = `
+CREATE TEMP TRIGGER IF NOT EXISTS credit_charge_inserted AFTER INSERT ON main.credit_charges
+WHEN NEW.amount <> 0
+BEGIN
+  INSERT INTO credit_balances (project_id, period, used) VALUES (NEW.project_id, NEW.period, max(0, NEW.amount))
+  ON CONFLICT (project_id, period) DO UPDATE SET used = max(0, used + NEW.amount);
+END;
+CREATE TEMP TRIGGER IF NOT EXISTS credit_charge_moved AFTER UPDATE OF amount ON main.credit_charges
+WHEN NEW.amount <> OLD.amount
+BEGIN
+  INSERT INTO credit_balances (project_id, period, used) VALUES (NEW.project_id, NEW.period, max(0, NEW.amount - OLD.amount))
+  ON CONFLICT (project_id, period) DO UPDATE SET used = max(0, used + NEW.amount - OLD.amount);
 END;
 `
 
@@ -160,6 +176,12 @@ export class CreditDisk {
     // Added with two-phase metering: what a line's charges had reserved beyond what they were charged.
     const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('credit_charges') as string[]
     if (!columns.includes('released')) db.exec('ALTER TABLE credit_charges ADD COLUMN released NUMERIC NOT NULL DEFAULT 0')
+    // A charge line moves its period's `used` itself, by what its amount moved, so a turn's charges
+    // are one statement (one upsert per line) instead of a balance upsert beside each line's: the
+    // group commit of a turn with one line then needs no BEGIN/COMMIT (sqlite-credits.ts). TEMP:
+    // kept by this connection only, never in the file, so an older version opening the database
+    // (which moves `used` itself) does not count its charges twice. Never below zero, as addUsed.
+    db.exec(CHARGE_MOVES_USED)
     this.addUsedStmt = db.prepare(`
       INSERT INTO credit_balances (project_id, period, used) VALUES (?, ?, max(0, ?))
       ON CONFLICT (project_id, period) DO UPDATE SET used = max(0, used + ?)`)
@@ -227,7 +249,11 @@ export class CreditDisk {
     this.addUsedStmt.run(projectId, period, delta, delta)
   }
 
-  /** Moves the charge line of (period, API type, hour) by `delta`, beside {@link CreditDisk.addUsed}. */
+  /**
+   * Moves the charge line of (period, API type, hour) by `delta`, and with it (a trigger) the
+   * period's committed `used`: one statement. Not to be combined with {@link CreditDisk.addUsed} for
+   * the same charge.
+   */
   addCharge(projectId: string, period: string, apiType: string, hourMs: number, delta: number): void {
     this.addChargeStmt.run(projectId, period, apiType, hourMs, delta)
   }

@@ -35,13 +35,12 @@ export interface HeldReservation {
 }
 
 /**
- * The sums of one event-loop turn: what each period's `used` moves by, and the commits that wait for
- * them. Its write step reads `deltas` when it runs, so charges added until then ride along; once it
+ * The sums of one event-loop turn: what each period's charge lines (and with them its `used`) move
+ * by, and the commits that wait for them. Its write step reads `deltas` when it runs, so charges added until then ride along; once it
  * ran, the turn's sums are sealed and the next charge opens a new turn.
  */
 export class TurnSums {
-  readonly deltas = new Map<PeriodBalance, number>()
-  /** The same deltas per charge line: API type and hour of the reservation (`apiType \n hourMs`). */
+  /** What each period's charge lines move by: API type and hour of the reservation (`apiType \n hourMs`). */
   readonly lines = new Map<PeriodBalance, Map<string, number>>()
   /**
    * Per charge line, what commits of this turn had reserved beyond their charge (given back before
@@ -54,7 +53,6 @@ export class TurnSums {
 
   add(held: HeldReservation, delta: number): void {
     const balance = held.balance
-    this.deltas.set(balance, (this.deltas.get(balance) ?? 0) + delta)
     let lines = this.lines.get(balance)
     if (lines === undefined) {
       lines = new Map()
@@ -62,6 +60,14 @@ export class TurnSums {
     }
     const line = lineOf(held.apiType, held.createdAt)
     lines.set(line, (lines.get(line) ?? 0) + delta)
+  }
+
+  /** How many statements the write step runs at most: one per charge line and per released line. */
+  statements(): number {
+    let n = 0
+    for (const lines of this.lines.values()) n += lines.size
+    for (const lines of this.released.values()) n += lines.size
+    return n
   }
 
   /** Books what a committed reservation released before its commit, on its charge line. */

@@ -9,8 +9,8 @@
  *   loaded once from SQLite (committed charges) and then kept in memory (committed + pending). It is
  *   synchronous, so nothing can interleave between the check and the add: no overspend.
  * - `commit` adds the charge to the period's on-disk `used`. Every charge and refund issued during
- *   one event-loop turn is summed per (project, period) and written as ONE upsert per period, in
- *   the group commit of that turn; every commit of the turn resolves after that COMMIT. The disk
+ *   one event-loop turn is summed per charge line (project, period, API type, hour) and written as
+ *   ONE upsert per line, which moves the period's `used` by a trigger, in the group commit of that turn; every commit of the turn resolves after that COMMIT. The disk
  *   holds sums, not a row per request: a row per request (with its random key) cost more than the
  *   rest of the chain, and the sums are all a balance needs. Per-request history is the usage log's.
  * - `release` / `refundPart` of a pending reservation only touch memory; of a committed one they also
@@ -247,7 +247,7 @@ export class SqliteCreditLedger {
     turn.written = this.writes.enqueue(() => {
       // Runs in the batch (maybe twice, after a rollback): from now on charges go to the next turn.
       if (this.turn === turn) this.turn = undefined
-      for (const [balance, delta] of turn.deltas) if (delta !== 0) this.disk.addUsed(balance.projectId, balance.period, delta)
+      // Each line's upsert also moves its period's `used` (a trigger: sqlite-credit-disk.ts).
       for (const [balance, lines] of turn.lines) {
         for (const [line, delta] of lines) {
           if (delta === 0) continue
@@ -261,7 +261,9 @@ export class SqliteCreditLedger {
           this.disk.addReleased(balance.projectId, balance.period, line.slice(0, cut), Number(line.slice(cut + 1)), amount)
         }
       }
-    }).then(undefined, (error: unknown) => {
+      // One line (one project, period, API type and hour: nearly every turn) is one statement, which
+      // commits alone without BEGIN/COMMIT when nothing else is queued in the batch.
+    }, () => turn.statements() <= 1).then(undefined, (error: unknown) => {
       // Not on disk: those commits are pending again in memory, so a release gives them back.
       for (const held of turn.commits) {
         if (held.state === 'committed' && held.written === turn.written) {
