@@ -8,7 +8,7 @@
  *
  * Prints: a pure-JS loop (ms), small-object allocation (ns per object), a system call (`fstatSync`, ns)
  * and a 100-byte TCP ping-pong on 127.0.0.1 (µs per round trip: two wake-ups and four socket calls).
- * Session 16 (2026-11-28 21:25, a host whose loopback benches ran 3.5× slower than the day before):
+ * Session 16 (2026-11-28 21:21, a host whose loopback benches ran 3.5× slower than the day before):
  * loop 1,396 ms, allocation 85 ns/object, fstat 1,409 ns, ping-pong 40.8 µs.
  */
 import { fstatSync, openSync, closeSync } from 'node:fs'
