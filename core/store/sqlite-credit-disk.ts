@@ -1,6 +1,8 @@
 /**
  * The on-disk half of the SQLite credit ledger: one balance row per (project, period) whose `used`
- * is the sum of COMMITTED charges (minus their refunds), moved by {@link CreditDisk.addUsed}.
+ * is the sum of COMMITTED charges (minus their refunds): moved with each charge line by the line's
+ * TEMP triggers ({@link CreditDisk.addCharge}), and by {@link CreditDisk.addUsed} for the refunds of
+ * older versions' reservation rows.
  *
  * Reservations are not written here (see sqlite-credits.ts). The `credit_reservations` table holds
  * rows of databases written by older versions: committed ones (kept for late refunds until the sweep

@@ -36,8 +36,9 @@ export interface HeldReservation {
 
 /**
  * The sums of one event-loop turn: what each period's charge lines (and with them its `used`) move
- * by, and the commits that wait for them. Its write step reads `deltas` when it runs, so charges added until then ride along; once it
- * ran, the turn's sums are sealed and the next charge opens a new turn.
+ * by, and the commits that wait for them. Its write step reads `lines` when it runs, so charges
+ * added until then ride along; once it ran, the turn's sums are sealed and the next charge opens a
+ * new turn.
  */
 export class TurnSums {
   /** What each period's charge lines move by: API type and hour of the reservation (`apiType \n hourMs`). */

@@ -10,7 +10,9 @@
  *   synchronous, so nothing can interleave between the check and the add: no overspend.
  * - `commit` adds the charge to the period's on-disk `used`. Every charge and refund issued during
  *   one event-loop turn is summed per charge line (project, period, API type, hour) and written as
- *   ONE upsert per line, which moves the period's `used` by a trigger, in the group commit of that turn; every commit of the turn resolves after that COMMIT. The disk
+ *   ONE upsert per line (a trigger moves the period's `used` with it) in the group commit of that
+ *   turn: one statement when the turn has one line, else one transaction. Every commit of the turn
+ *   resolves after that write committed. The disk
  *   holds sums, not a row per request: a row per request (with its random key) cost more than the
  *   rest of the chain, and the sums are all a balance needs. Per-request history is the usage log's.
  * - `release` / `refundPart` of a pending reservation only touch memory; of a committed one they also
