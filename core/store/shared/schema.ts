@@ -25,6 +25,7 @@ import { ownDrawSettleLockMigration } from './own-draw-settle-lock-migration.ts'
 import { oneLeaseDrawsMigration } from './one-lease-draws-migration.ts'
 import { oneDrawLockMigration } from './one-draw-lock-migration.ts'
 import { lateLockRetryMigration } from './late-lock-retry-migration.ts'
+import { drawLockRetryMigration } from './draw-lock-retry-migration.ts'
 import { V3_APPLY } from './tollgate-apply-v3.ts'
 import type { MigrationSet } from './migrations.ts'
 
@@ -237,5 +238,6 @@ export const coreMigrations: MigrationSet = {
     oneLeaseDrawsMigration,
     oneDrawLockMigration,
     lateLockRetryMigration,
+    drawLockRetryMigration,
   ],
 }

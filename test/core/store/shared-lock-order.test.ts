@@ -170,6 +170,31 @@ async function shrinkRacingCreation(t: Test, version: number) {
 }
 
 /**
+ * As above, with a draw on the lease before the shrink: the draw is charged directly (the batch locks
+ * the lease FOR UPDATE for the shrink) on a lease step 2 did not see, with nothing to fold.
+ * Version 12 wrote to a balance it had not locked (22004); version 13 fails with 40001, sent again.
+ */
+async function drawRacingCreation(t: Test, version: number) {
+  const schema = await schemaAtCoreVersion(t, version)
+  const [a, b, c, observer] = [await session(t, schema), await session(t, schema), await session(t, schema), await session(t, schema)]
+  const reserve = (i: string, p: string) => ({ o: 'reserve', i, p, e: '2026-11', a: 100, n: 1, t: 'X' })
+  await apply(c, 'W', [reserve('seed-1', 'one'), reserve('seed-2', 'two')])
+  await c.query('BEGIN')
+  await c.query("SELECT 1 FROM credit_balances WHERE project_id = 'one' FOR UPDATE")
+  await a.query('BEGIN')
+  await apply(a, 'W', [{ o: 'lease', i: 'lease-w', p: 'two', e: '2026-11', a: 100, n: 10, m: 1 }])
+  const batch = [reserve('b-1', 'one'), { o: 'draw', i: 'd-1', l: 'lease-w', n: 1, t: 'X' }, { o: 'shrink', i: 'lease-w', n: 3 }]
+  const first = apply(b, 'W', batch).then((result) => ({ result }), (error: { code?: string; message?: string }) => ({ code: error.code, message: error.message }))
+  await waitsForLock(observer, b)
+  await a.query('COMMIT')
+  await c.query('COMMIT')
+  const answer = await first
+  const again = 'code' in answer ? await apply(b, 'W', batch) : undefined
+  const { rows } = await observer.query(`SELECT used, pending FROM "${schema}".credit_balances WHERE project_id = 'two'`)
+  return { answer, again, balance: rows[0] }
+}
+
+/**
  * What pg.ts lets one instance have in flight: batches made only of lease ops (draw, lease,
  * shrink) side by side, any other batch alone (a waiting lone batch holds back new lease batches).
  * The stress keeps to it, as a gateway does; two mixed batches of one instance are never sent at once.
@@ -319,6 +344,16 @@ t.test('one lock order', async (t) => {
     t.match(after.answer, { code: '40001', message: /balance two 2026-11 not locked at lock order step 2/ }, 'the batch fails with a serialization failure (pg.ts sends it again)')
     t.same(after.again, [[true, 2, 0], 3], 'sent again, the same answers: the reserve granted, 3 credits of the lease given back')
     t.equal(after.lateAgain, 0, 'with every lock in order')
+  })
+
+  t.test('a draw on a lease racing its creation, charged directly', async (t) => {
+    const before = await drawRacingCreation(t, 12)
+    t.match(before.answer, { code: '22004' }, 'core version 12 writes to a balance step 2 did not lock (22004)')
+    const after = await drawRacingCreation(t, LATEST)
+    t.match(after.answer, { code: '40001', message: /balance two 2026-11 of lease lease-w not locked at lock order step 2/ }, `core version ${LATEST}: a serialization failure (pg.ts sends it again)`)
+    t.equal(after.again?.length, 3, 'sent again, every op answered')
+    // two: a pending reserve of 1 and a lease of 10; then a draw of 1 from the lease and 3 given back.
+    t.same(after.balance, { used: '1', pending: '7' }, 'the draw is used once, the shrink gave 3 of the lease back')
   })
 
   t.test('the stress below on core version 4 (one session per instance, as it ran then): it deadlocks', async (t) => {

@@ -42,6 +42,7 @@ t.test('shared engine migrations', async (t) => {
       { module: 'core', version: 10 },
       { module: 'core', version: 11 },
       { module: 'core', version: 12 },
+      { module: 'core', version: 13 },
       { module: 'credit-carries', version: 1 },
       { module: 'document-revisions', version: 1 },
       { module: 'settings', version: 1 },
