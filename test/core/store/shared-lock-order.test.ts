@@ -141,14 +141,13 @@ async function refundOfOwnDraw(t: Test, version: number): Promise<unknown[]> {
 }
 
 /**
- * Scenario 5 (session 15): a `shrink` racing its lease's creation in the other session of the same
- * instance W. B's batch reads the lease at step 2 before A's creation commits (so no balance row for
- * it) and waits there for `one`, which C holds; A commits; at step 3 B finds the lease. Up to
- * version 11 the shrink then locked `two`'s balance row late (a DEBUG1 notice); from version 12
- * the batch fails with 40001 and nothing of it happened. Returns B's first answer or failure, the
- * late locks reported, and, after a 40001, the answer of the same batch sent again.
+ * Scenarios 5 and 6 (sessions 15, 16): B's batch (`batchOps`) races lease-w's creation in the other
+ * session of the same instance W. B reads the lease at step 2 before A's creation commits (so no
+ * balance row for it) and waits there for `one`, which C holds; A commits; at step 3 B finds the
+ * lease. Returns B's first answer or failure, the late locks reported, after a 40001 the answer of
+ * the same batch sent again, and `two`'s balance row at the end.
  */
-async function shrinkRacingCreation(t: Test, version: number) {
+async function racingCreation(t: Test, version: number, batchOps: (reserve: (i: string, p: string) => Op) => Op[]) {
   const schema = await schemaAtCoreVersion(t, version)
   const [a, b, c, observer] = [await session(t, schema), await session(t, schema), await session(t, schema), await session(t, schema)]
   const reserve = (i: string, p: string) => ({ o: 'reserve', i, p, e: '2026-11', a: 100, n: 1, t: 'X' })
@@ -158,7 +157,7 @@ async function shrinkRacingCreation(t: Test, version: number) {
   await a.query('BEGIN')
   await apply(a, 'W', [{ o: 'lease', i: 'lease-w', p: 'two', e: '2026-11', a: 100, n: 10, m: 1 }])
   lateLocks.length = 0
-  const batch = [reserve('b-1', 'one'), { o: 'shrink', i: 'lease-w', n: 3 }]
+  const batch = batchOps(reserve)
   const first = apply(b, 'W', batch).then((result) => ({ result }), (error: { code?: string; message?: string }) => ({ code: error.code, message: error.message }))
   await waitsForLock(observer, b)
   await a.query('COMMIT')
@@ -166,32 +165,25 @@ async function shrinkRacingCreation(t: Test, version: number) {
   const answer = await first
   const late = [...lateLocks]
   const again = 'code' in answer ? await apply(b, 'W', batch) : undefined
-  return { answer, late, again, lateAgain: lateLocks.length - late.length }
+  const { rows } = await observer.query(`SELECT used, pending FROM "${schema}".credit_balances WHERE project_id = 'two'`)
+  return { answer, late, again, lateAgain: lateLocks.length - late.length, balance: rows[0] }
 }
 
 /**
- * As above, with a draw on the lease before the shrink: the draw is charged directly (the batch locks
+ * Scenario 5: a `shrink`. Up to version 11 it locked `two`'s balance row late (a DEBUG1 notice);
+ * from version 12 the batch fails with 40001 and nothing of it happened.
+ */
+function shrinkRacingCreation(t: Test, version: number) {
+  return racingCreation(t, version, (reserve) => [reserve('b-1', 'one'), { o: 'shrink', i: 'lease-w', n: 3 }])
+}
+
+/**
+ * Scenario 6: a draw on the lease before the shrink: the draw is charged directly (the batch locks
  * the lease FOR UPDATE for the shrink) on a lease step 2 did not see, with nothing to fold.
  * Version 12 wrote to a balance it had not locked (22004); version 13 fails with 40001, sent again.
  */
-async function drawRacingCreation(t: Test, version: number) {
-  const schema = await schemaAtCoreVersion(t, version)
-  const [a, b, c, observer] = [await session(t, schema), await session(t, schema), await session(t, schema), await session(t, schema)]
-  const reserve = (i: string, p: string) => ({ o: 'reserve', i, p, e: '2026-11', a: 100, n: 1, t: 'X' })
-  await apply(c, 'W', [reserve('seed-1', 'one'), reserve('seed-2', 'two')])
-  await c.query('BEGIN')
-  await c.query("SELECT 1 FROM credit_balances WHERE project_id = 'one' FOR UPDATE")
-  await a.query('BEGIN')
-  await apply(a, 'W', [{ o: 'lease', i: 'lease-w', p: 'two', e: '2026-11', a: 100, n: 10, m: 1 }])
-  const batch = [reserve('b-1', 'one'), { o: 'draw', i: 'd-1', l: 'lease-w', n: 1, t: 'X' }, { o: 'shrink', i: 'lease-w', n: 3 }]
-  const first = apply(b, 'W', batch).then((result) => ({ result }), (error: { code?: string; message?: string }) => ({ code: error.code, message: error.message }))
-  await waitsForLock(observer, b)
-  await a.query('COMMIT')
-  await c.query('COMMIT')
-  const answer = await first
-  const again = 'code' in answer ? await apply(b, 'W', batch) : undefined
-  const { rows } = await observer.query(`SELECT used, pending FROM "${schema}".credit_balances WHERE project_id = 'two'`)
-  return { answer, again, balance: rows[0] }
+function drawRacingCreation(t: Test, version: number) {
+  return racingCreation(t, version, (reserve) => [reserve('b-1', 'one'), { o: 'draw', i: 'd-1', l: 'lease-w', n: 1, t: 'X' }, { o: 'shrink', i: 'lease-w', n: 3 }])
 }
 
 /**
