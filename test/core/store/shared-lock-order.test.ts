@@ -342,7 +342,7 @@ t.test('one lock order', async (t) => {
     const before = await drawRacingCreation(t, 12)
     t.match(before.answer, { code: '22004' }, 'core version 12 writes to a balance step 2 did not lock (22004)')
     const after = await drawRacingCreation(t, LATEST)
-    t.match(after.answer, { code: '40001', message: /balance two 2026-11 of lease lease-w not locked at lock order step 2/ }, `core version ${LATEST}: a serialization failure (pg.ts sends it again)`)
+    t.match(after.answer, { code: '40001', message: /balance two 2026-11 not locked at lock order step 2; the batch is sent again \(lease lease-w\)/ }, `core version ${LATEST}: a serialization failure (pg.ts sends it again)`)
     t.equal(after.again?.length, 3, 'sent again, every op answered')
     // two: a pending reserve of 1 and a lease of 10; then a draw of 1 from the lease and 3 given back.
     t.same(after.balance, { used: '1', pending: '7' }, 'the draw is used once, the shrink gave 3 of the lease back')
